@@ -1,0 +1,415 @@
+/* The [selsync] section: strict parsing of key = value lines, cross-key
+ * checks and per-world checks.  One table row per key holds its parser,
+ * the methods it applies to and the text shown as "allowed" in messages. */
+#include "selsync/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SELSYNC_PRINTF(f, a)
+#endif
+
+#define NMETHODS 5
+#define BIT(m) (1u << (unsigned)(m))
+#define ALL_METHODS (BIT(NMETHODS) - 1u)
+#define SELSYNC_ONLY BIT(SELSYNC_METHOD_SELSYNC)
+#define VALUE_SHOWN 120 /* longest value quoted in a message */
+
+static const char *const method_names[NMETHODS] = {"selsync", "bsp", "fedavg", "ssp", "local"};
+static const char *const granularity_names[] = {"model", "layer"};
+static const char *const aggregate_names[] = {"params", "grads"};
+
+static const char *const key_names[SELSYNC_KEY_COUNT] = {
+#define SELSYNC_CONFIG_KEY_NAME(id, name) name,
+    SELSYNC_CONFIG_KEYS(SELSYNC_CONFIG_KEY_NAME)
+#undef SELSYNC_CONFIG_KEY_NAME
+};
+
+/* ---- messages: bounded appends, always NUL-terminated, one line ---- */
+
+typedef struct msg {
+    char *buf;
+    size_t cap, len;
+} msg;
+
+static msg msg_start(char *err, size_t errlen)
+{
+    msg m = {err, err ? errlen : 0, 0};
+    if (m.cap) m.buf[0] = '\0';
+    return m;
+}
+
+static void put(msg *m, const char *fmt, ...) SELSYNC_PRINTF(2, 3);
+static void put(msg *m, const char *fmt, ...)
+{
+    va_list ap;
+    size_t start = m->len;
+    int n;
+    if (m->cap == 0 || m->len + 1 >= m->cap) return;
+    va_start(ap, fmt);
+    n = vsnprintf(m->buf + m->len, m->cap - m->len, fmt, ap);
+    va_end(ap);
+    if (n < 0) { m->buf[m->len] = '\0'; return; }
+    m->len += (size_t)n < m->cap - m->len ? (size_t)n : m->cap - m->len - 1;
+    for (char *p = m->buf + start; *p; p++) /* keep it one line whatever the input */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+}
+
+static void head(msg *m, const selsync_config *cfg, int line)
+{
+    put(m, "%s:%d: [selsync] ", cfg->file[0] ? cfg->file : "<cfg>", line);
+}
+
+static void put_methods(msg *m, unsigned mask)
+{
+    const char *sep = "";
+    for (int i = 0; i < NMETHODS; i++)
+        if (mask & BIT(i)) { put(m, "%s%s", sep, method_names[i]); sep = ", "; }
+}
+
+static int line_of(const selsync_config *cfg, selsync_config_key k)
+{
+    return cfg->line[k] > 0 ? cfg->line[k] : cfg->section_line;
+}
+
+/* ---- value parsers: return NULL on success or the problem; they write
+ *      their output only on success ---- */
+
+static const char *parse_real(const char *v, double lo, int lo_open, double hi, double *out)
+{
+    char *end;
+    double x;
+    errno = 0;
+    x = strtod(v, &end);
+    if (end == v || *end != '\0' || isspace((unsigned char)*v)) return "malformed value";
+    if (errno == ERANGE) return "out of range"; /* overflow, or underflow to a denormal */
+    if (isnan(x) || isinf(x)) return "not a finite number";
+    if (x < lo || (lo_open && x == lo) || x > hi) return "out of range";
+    *out = x;
+    return NULL;
+}
+
+static const char *not_integer(const char *v)
+{
+    char *end;
+    double x = strtod(v, &end);
+    return end != v && *end == '\0' && !isspace((unsigned char)*v) && isfinite(x) ? "not an integer"
+                                                                          : "malformed value";
+}
+
+static const char *parse_int(const char *v, long long lo, long long hi, int *out)
+{
+    char *end;
+    long long x;
+    errno = 0;
+    x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || isspace((unsigned char)*v)) return not_integer(v);
+    if (errno == ERANGE || x < lo || x > hi) return "out of range";
+    *out = (int)x;
+    return NULL;
+}
+
+static const char *parse_u64(const char *v, uint64_t *out)
+{
+    char *end;
+    unsigned long long x;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (end == v || *end != '\0' || isspace((unsigned char)*v)) return not_integer(v);
+    if (v[0] == '-' || errno == ERANGE) return "out of range";
+#if ULLONG_MAX > UINT64_MAX
+    if (x > UINT64_MAX) return "out of range";
+#endif
+    *out = (uint64_t)x;
+    return NULL;
+}
+
+static const char *parse_word(const char *v, const char *const *words, int n, int *out)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, words[i]) == 0) { *out = i; return NULL; }
+    return "not an allowed value";
+}
+
+/* ---- one parser per key ---- */
+
+static const char *p_method(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, method_names, NMETHODS, &i);
+    if (!e) c->method = (selsync_method)i;
+    return e;
+}
+
+static const char *p_delta(selsync_config *c, const char *v) { return parse_real(v, 0, 0, HUGE_VAL, &c->delta); }
+static const char *p_window(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->window); }
+
+static const char *p_smoothing(selsync_config *c, const char *v)
+{
+    if (strcmp(v, "auto") == 0) { c->smoothing = 0; return NULL; }
+    return parse_real(v, 0, 1, 1, &c->smoothing);
+}
+
+static const char *p_warmup(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->warmup); }
+
+static const char *p_granularity(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, granularity_names, 2, &i);
+    if (!e) c->granularity = (selsync_granularity)i;
+    return e;
+}
+
+static const char *p_aggregate(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, aggregate_names, 2, &i);
+    if (!e) c->aggregate = (selsync_aggregate)i;
+    return e;
+}
+
+static const char *p_sync_bn(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_bn_stats); }
+static const char *p_fedavg_interval(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->fedavg_interval); }
+static const char *p_fedavg_fraction(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1, &c->fedavg_fraction); }
+static const char *p_ssp_staleness(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->ssp_staleness); }
+
+static const char *p_partition(selsync_config *c, const char *v)
+{
+    const char *e;
+    int k;
+    double a;
+    if (strcmp(v, "iid") == 0) { c->partition = SELSYNC_PARTITION_IID; return NULL; }
+    if (strcmp(v, "seldp") == 0) { c->partition = SELSYNC_PARTITION_SELDP; return NULL; }
+    if (strncmp(v, "label:", 6) == 0) {
+        if ((e = parse_int(v + 6, 1, 1000000, &k)) != NULL) return e;
+        c->partition = SELSYNC_PARTITION_LABEL;
+        c->partition_k = k;
+        return NULL;
+    }
+    if (strncmp(v, "dirichlet:", 10) == 0) {
+        if ((e = parse_real(v + 10, 0, 1, HUGE_VAL, &a)) != NULL) return e;
+        c->partition = SELSYNC_PARTITION_DIRICHLET;
+        c->partition_alpha = a;
+        return NULL;
+    }
+    return "not an allowed value";
+}
+
+static const char *p_inject_alpha(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->inject_alpha); }
+static const char *p_inject_beta(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->inject_beta); }
+static const char *p_seed(selsync_config *c, const char *v) { return parse_u64(v, &c->seed); }
+
+static const char *p_log(selsync_config *c, const char *v)
+{
+    size_t n = strlen(v);
+    if (n >= sizeof c->log) return "too long";
+    for (const char *p = strchr(v, '%'); p; p = strchr(p + 2, '%'))
+        if (p[1] != 'r') return "unsupported % sequence";
+    memcpy(c->log, v, n + 1);
+    return NULL;
+}
+
+static const char *p_eval_every(selsync_config *c, const char *v) { return parse_int(v, 0, 100000000, &c->eval_every); }
+
+static const struct key_info {
+    const char *(*parse)(selsync_config *cfg, const char *value);
+    unsigned methods; /* BIT(method) for each method the key applies to */
+    const char *allowed;
+} keys[SELSYNC_KEY_COUNT] = {
+    [SELSYNC_KEY_METHOD] = {p_method, ALL_METHODS, "selsync, bsp, fedavg, ssp, local"},
+    [SELSYNC_KEY_DELTA] = {p_delta, SELSYNC_ONLY, "a real number >= 0"},
+    [SELSYNC_KEY_WINDOW] = {p_window, SELSYNC_ONLY, "an integer from 1 to 1000000"},
+    [SELSYNC_KEY_SMOOTHING] = {p_smoothing, SELSYNC_ONLY, "a real number in (0,1], or auto (= ranks/100)"},
+    [SELSYNC_KEY_WARMUP] = {p_warmup, SELSYNC_ONLY, "an integer from 0 to 1000000"},
+    [SELSYNC_KEY_GRANULARITY] = {p_granularity, SELSYNC_ONLY, "model, layer"},
+    [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
+    [SELSYNC_KEY_SYNC_BN_STATS] = {p_sync_bn, ALL_METHODS, "0, 1"},
+    [SELSYNC_KEY_FEDAVG_INTERVAL] = {p_fedavg_interval, BIT(SELSYNC_METHOD_FEDAVG), "an integer from 1 to 1000000"},
+    [SELSYNC_KEY_FEDAVG_FRACTION] = {p_fedavg_fraction, BIT(SELSYNC_METHOD_FEDAVG), "a real number in (0,1]"},
+    [SELSYNC_KEY_SSP_STALENESS] = {p_ssp_staleness, BIT(SELSYNC_METHOD_SSP), "an integer from 0 to 1000000"},
+    [SELSYNC_KEY_PARTITION] = {p_partition, ALL_METHODS,
+                               "iid, seldp, label:K (integer K from 1 to 1000000), dirichlet:A (real A > 0)"},
+    [SELSYNC_KEY_INJECT_ALPHA] = {p_inject_alpha, ALL_METHODS, "a real number in [0,1]"},
+    [SELSYNC_KEY_INJECT_BETA] = {p_inject_beta, ALL_METHODS, "a real number in [0,1]"},
+    [SELSYNC_KEY_SEED] = {p_seed, ALL_METHODS, "an integer from 0 to 18446744073709551615"},
+    [SELSYNC_KEY_LOG] = {p_log, ALL_METHODS,
+                         "a path shorter than 512 bytes; %r stands for the rank, no other % sequence"},
+    [SELSYNC_KEY_EVAL_EVERY] = {p_eval_every, ALL_METHODS, "an integer from 0 to 100000000 (0 = never)"},
+};
+
+/* ---- API ---- */
+
+void selsync_config_default(selsync_config *cfg, const char *file, int section_line)
+{
+    if (!cfg) return;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->method = SELSYNC_METHOD_SELSYNC;
+    cfg->delta = 0.3;
+    cfg->window = 25;
+    cfg->smoothing = 0; /* auto */
+    cfg->warmup = -1;   /* = window */
+    cfg->granularity = SELSYNC_GRANULARITY_MODEL;
+    cfg->aggregate = SELSYNC_AGGREGATE_DEFAULT;
+    cfg->sync_bn_stats = 1;
+    cfg->fedavg_interval = 250;
+    cfg->fedavg_fraction = 1.0;
+    cfg->ssp_staleness = 100;
+    cfg->partition = SELSYNC_PARTITION_IID;
+    cfg->seed = 1;
+    if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
+    cfg->section_line = section_line;
+}
+
+static void trim(const char **s, size_t *n)
+{
+    const char *b = *s, *e = b + strlen(b);
+    while (b < e && (*b == ' ' || (*b >= '\t' && *b <= '\r'))) b++;
+    while (e > b && (e[-1] == ' ' || (e[-1] >= '\t' && e[-1] <= '\r'))) e--;
+    *s = b;
+    *n = (size_t)(e - b);
+}
+
+selsync_status selsync_config_set(selsync_config *cfg, const char *key, const char *value,
+                                  int line, char *err, size_t errlen)
+{
+    msg m = msg_start(err, errlen);
+    char buf[SELSYNC_PATH_MAX];
+    const char *problem;
+    size_t kn, vn;
+    int k = 0;
+
+    if (!cfg || !key || !value || line < 1) {
+        put(&m, "[selsync] selsync_config_set: NULL argument or line < 1");
+        return SELSYNC_EINVAL;
+    }
+    trim(&key, &kn);
+    while (k < SELSYNC_KEY_COUNT && !(strlen(key_names[k]) == kn && memcmp(key, key_names[k], kn) == 0)) k++;
+    if (k == SELSYNC_KEY_COUNT) {
+        head(&m, cfg, line);
+        put(&m, "unknown key '%.*s'; known keys: ", (int)(kn < VALUE_SHOWN ? kn : VALUE_SHOWN), key);
+        for (int i = 0; i < SELSYNC_KEY_COUNT; i++) put(&m, "%s%s", i ? ", " : "", key_names[i]);
+        return SELSYNC_ECONFIG;
+    }
+    if (cfg->line[k] > 0) {
+        head(&m, cfg, line);
+        put(&m, "key '%s' set twice (first on line %d)", key_names[k], cfg->line[k]);
+        return SELSYNC_ECONFIG;
+    }
+    trim(&value, &vn);
+    if (vn == 0) problem = "empty value";
+    else if (vn >= sizeof buf) problem = "too long";
+    else {
+        memcpy(buf, value, vn);
+        buf[vn] = '\0';
+        problem = keys[k].parse(cfg, buf);
+    }
+    if (problem) {
+        head(&m, cfg, line);
+        put(&m, "%s = '%.*s%s': %s; allowed: %s", key_names[k], (int)(vn < VALUE_SHOWN ? vn : VALUE_SHOWN),
+            value, vn > VALUE_SHOWN ? "..." : "", problem, keys[k].allowed);
+        return SELSYNC_ECONFIG;
+    }
+    cfg->line[k] = line;
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errlen)
+{
+    msg m = msg_start(err, errlen);
+    int a, b;
+
+    if (!cfg) {
+        put(&m, "[selsync] selsync_config_finish: NULL argument");
+        return SELSYNC_EINVAL;
+    }
+    if ((unsigned)cfg->method >= NMETHODS) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_METHOD));
+        put(&m, "method = %d: not a known method", (int)cfg->method);
+        return SELSYNC_ECONFIG;
+    }
+    for (int k = 0; k < SELSYNC_KEY_COUNT; k++) {
+        if (cfg->line[k] > 0 && !(keys[k].methods & BIT(cfg->method))) {
+            head(&m, cfg, cfg->line[k]);
+            put(&m, "%s does not apply to method = %s (used by: ", key_names[k], method_names[cfg->method]);
+            put_methods(&m, keys[k].methods);
+            put(&m, ")");
+            return SELSYNC_ECONFIG;
+        }
+    }
+    a = cfg->inject_alpha > 0;
+    b = cfg->inject_beta > 0;
+    if (a != b) {
+        selsync_config_key set = a ? SELSYNC_KEY_INJECT_ALPHA : SELSYNC_KEY_INJECT_BETA;
+        selsync_config_key other = a ? SELSYNC_KEY_INJECT_BETA : SELSYNC_KEY_INJECT_ALPHA;
+        head(&m, cfg, line_of(cfg, set));
+        put(&m, "%s = %g: data injection also needs %s > 0 (set both > 0 to inject, or both to 0)",
+            key_names[set], a ? cfg->inject_alpha : cfg->inject_beta, key_names[other]);
+        return SELSYNC_ECONFIG;
+    }
+    if (a && cfg->method == SELSYNC_METHOD_SSP) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_INJECT_ALPHA));
+        put(&m, "inject_alpha = %g, inject_beta = %g: data injection does not apply to method = ssp "
+                "(used by: selsync, bsp, fedavg, local)", cfg->inject_alpha, cfg->inject_beta);
+        return SELSYNC_ECONFIG;
+    }
+    if (cfg->warmup < 0) cfg->warmup = cfg->window;
+    if (cfg->aggregate == SELSYNC_AGGREGATE_DEFAULT)
+        cfg->aggregate = cfg->method == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS;
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_config_check_world(const selsync_config *cfg, int world, char *err, size_t errlen)
+{
+    msg m = msg_start(err, errlen);
+
+    if (!cfg || world < 1) {
+        put(&m, "[selsync] selsync_config_check_world: NULL argument or world = %d < 1", world);
+        return SELSYNC_EINVAL;
+    }
+    if (cfg->method == SELSYNC_METHOD_SSP && world < 2) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_METHOD));
+        put(&m, "method = 'ssp': needs at least 2 ranks (one parameter server plus at least one worker), "
+                "running on %d", world);
+        return SELSYNC_ECONFIG;
+    }
+    if (cfg->log[0] && world > 1 && !strstr(cfg->log, "%r")) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_LOG));
+        put(&m, "log = '%.*s': all %d ranks would write the same file; allowed: a path containing %%r (the rank)",
+            VALUE_SHOWN, cfg->log, world);
+        return SELSYNC_ECONFIG;
+    }
+    if (cfg->method == SELSYNC_METHOD_FEDAVG && cfg->fedavg_fraction * world < 1) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_FEDAVG_FRACTION));
+        put(&m, "fedavg_fraction = '%g': no rank would take part on %d ranks; allowed: a real number in [%g,1]",
+            cfg->fedavg_fraction, world, 1.0 / world);
+        return SELSYNC_ECONFIG;
+    }
+    return SELSYNC_OK;
+}
+
+double selsync_config_smoothing(const selsync_config *cfg, int world)
+{
+    double s;
+    if (cfg && cfg->smoothing > 0) return cfg->smoothing;
+    s = (world < 1 ? 1 : world) / 100.0;
+    return s > 1.0 ? 1.0 : s;
+}
+
+const char *selsync_method_name(selsync_method m)
+{
+    return (unsigned)m < NMETHODS ? method_names[m] : "?";
+}
+
+const char *selsync_config_key_name(selsync_config_key k)
+{
+    return (unsigned)k < SELSYNC_KEY_COUNT ? key_names[k] : "?";
+}

@@ -1,0 +1,125 @@
+/* The [selsync] section: plain configuration data, parsed strictly.
+ *
+ * Usage: selsync_config_default(), then selsync_config_set() once per
+ * key = value line of the section, then selsync_config_finish() for the
+ * checks that involve several keys.  selsync_config_check_world() adds the
+ * checks that need the number of ranks.  Every error message names the
+ * file, the line, the key, the bad value and what is allowed. */
+#ifndef SELSYNC_CONFIG_H
+#define SELSYNC_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "selsync/status.h"
+
+typedef enum selsync_method {
+    SELSYNC_METHOD_SELSYNC = 0, /* synchronise when the gradient changes significantly */
+    SELSYNC_METHOD_BSP,         /* synchronise every step */
+    SELSYNC_METHOD_FEDAVG,      /* average parameters every fedavg_interval steps */
+    SELSYNC_METHOD_SSP,         /* stale-synchronous parallel on a parameter server */
+    SELSYNC_METHOD_LOCAL        /* no synchronisation until the end */
+} selsync_method;
+
+typedef enum selsync_granularity {
+    SELSYNC_GRANULARITY_MODEL = 0, /* one significance test for the whole model */
+    SELSYNC_GRANULARITY_LAYER      /* one per layer; only significant layers sync */
+} selsync_granularity;
+
+typedef enum selsync_aggregate {
+    SELSYNC_AGGREGATE_DEFAULT = -1, /* unset: grads for bsp, params otherwise */
+    SELSYNC_AGGREGATE_PARAMS = 0,   /* average parameters after the update */
+    SELSYNC_AGGREGATE_GRADS         /* average gradients before the update */
+} selsync_aggregate;
+
+typedef enum selsync_partition {
+    SELSYNC_PARTITION_IID = 0,   /* disjoint 1/N shards */
+    SELSYNC_PARTITION_SELDP,     /* all chunks, circular from chunk = rank */
+    SELSYNC_PARTITION_LABEL,     /* partition_k classes per rank */
+    SELSYNC_PARTITION_DIRICHLET  /* class shares ~ Dirichlet(partition_alpha) */
+} selsync_partition;
+
+/* One entry per key; the index is the key's identity in selsync_config.line. */
+#define SELSYNC_CONFIG_KEYS(X) \
+    X(METHOD, "method")                   \
+    X(DELTA, "delta")                     \
+    X(WINDOW, "window")                   \
+    X(SMOOTHING, "smoothing")             \
+    X(WARMUP, "warmup")                   \
+    X(GRANULARITY, "granularity")         \
+    X(AGGREGATE, "aggregate")             \
+    X(SYNC_BN_STATS, "sync_bn_stats")     \
+    X(FEDAVG_INTERVAL, "fedavg_interval") \
+    X(FEDAVG_FRACTION, "fedavg_fraction") \
+    X(SSP_STALENESS, "ssp_staleness")     \
+    X(PARTITION, "partition")             \
+    X(INJECT_ALPHA, "inject_alpha")       \
+    X(INJECT_BETA, "inject_beta")         \
+    X(SEED, "seed")                       \
+    X(LOG, "log")                         \
+    X(EVAL_EVERY, "eval_every")
+
+typedef enum selsync_config_key {
+#define SELSYNC_CONFIG_KEY_ENUM(id, name) SELSYNC_KEY_##id,
+    SELSYNC_CONFIG_KEYS(SELSYNC_CONFIG_KEY_ENUM)
+#undef SELSYNC_CONFIG_KEY_ENUM
+    SELSYNC_KEY_COUNT
+} selsync_config_key;
+
+#define SELSYNC_PATH_MAX 512
+
+typedef struct selsync_config {
+    selsync_method method;
+    double delta;                  /* significance threshold, >= 0 */
+    int window;                    /* EWMA window in steps, >= 1 */
+    double smoothing;              /* EWMA factor in (0,1]; 0 means auto = N/100 */
+    int warmup;                    /* steps always synchronised; -1 means = window */
+    selsync_granularity granularity;
+    selsync_aggregate aggregate;
+    int sync_bn_stats;             /* 0/1: also average BN rolling statistics */
+    int fedavg_interval;           /* steps between averages, >= 1 */
+    double fedavg_fraction;        /* fraction C of ranks in an average, (0,1] */
+    int ssp_staleness;             /* staleness bound s, >= 0 */
+    selsync_partition partition;
+    int partition_k;               /* classes per rank for label:K */
+    double partition_alpha;        /* concentration for dirichlet:A */
+    double inject_alpha;           /* fraction of ranks injecting, [0,1] */
+    double inject_beta;            /* fraction of their batch shared, [0,1] */
+    uint64_t seed;
+    char log[SELSYNC_PATH_MAX];    /* per-rank metrics path, "%r" = rank; "" = none */
+    int eval_every;                /* steps between evaluations; 0 = never */
+
+    /* Provenance, for messages: the cfg file, the section's line, and the
+     * line of every key that was set (0 = not set). */
+    char file[SELSYNC_PATH_MAX];
+    int section_line;
+    int line[SELSYNC_KEY_COUNT];
+} selsync_config;
+
+/* Fills cfg with the documented defaults; file and section_line are
+ * recorded for messages (file may be NULL). */
+void selsync_config_default(selsync_config *cfg, const char *file, int section_line);
+
+/* Sets one key from its text value, as written on `line` of cfg->file.
+ * Rejects an unknown key, an empty or malformed value, a value out of
+ * range and a key set twice; on error writes one message to err. */
+selsync_status selsync_config_set(selsync_config *cfg, const char *key,
+                                  const char *value, int line,
+                                  char *err, size_t errlen);
+
+/* Checks that hold between keys (e.g. a key that does not apply to the
+ * chosen method) and resolves dependent defaults (warmup, aggregate). */
+selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errlen);
+
+/* Checks that need the number of ranks (world >= 1). */
+selsync_status selsync_config_check_world(const selsync_config *cfg, int world,
+                                          char *err, size_t errlen);
+
+/* The EWMA factor in force for `world` ranks (resolves auto = N/100). */
+double selsync_config_smoothing(const selsync_config *cfg, int world);
+
+/* Names, for messages and logs (static strings). */
+const char *selsync_method_name(selsync_method m);
+const char *selsync_config_key_name(selsync_config_key k);
+
+#endif

@@ -1,0 +1,25 @@
+#!/bin/sh
+# Installs the Debian packages this project needs to build, test and run.
+# As root it runs apt-get; otherwise it prints the command and exits 1.
+set -eu
+
+PACKAGES="build-essential cmake pkg-config dpkg-dev xz-utils patch python3
+libopenmpi-dev openmpi-bin libopenblas-dev libcmocka-dev dataset-fashion-mnist"
+
+missing=""
+for p in $PACKAGES; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
+        || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+    echo "missing packages:$missing" >&2
+    echo "install them with:  sudo apt-get install -y$missing" >&2
+    exit 1
+fi
+echo "installing:$missing"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing

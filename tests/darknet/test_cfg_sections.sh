@@ -1,0 +1,57 @@
+#!/bin/sh
+# Usage: test_cfg_sections.sh CFG_SHAPES CFG_DIR WORK_DIR
+# Every cfg in CFG_DIR (Darknet's upstream cfg/) parses, and parses to the
+# same layers when a [selsync] section is appended or inserted in the
+# middle. An unknown section inserted in the middle is a clean error
+# (exit 1, no signal) naming the file and line.
+set -u
+shapes=$1 cfgdir=$2 work=$3
+rm -rf "$work"; mkdir -p "$work"
+# some cfgs name files relative to Darknet's tree (e.g. data/9k.tree)
+cd "$cfgdir/.." || exit 1
+fail=0 n=0
+
+for cfg in "$cfgdir"/*.cfg; do
+    name=$(basename "$cfg" .cfg)
+    base="$work/$name.cfg"
+    # batch 1 keeps memory small; shapes do not depend on it
+    sed -e 's/^batch=.*/batch=1/' -e 's/^subdivisions=.*/subdivisions=1/' "$cfg" >"$base"
+    if ! "$shapes" "$base" >"$work/$name.out" 2>"$work/$name.err"; then
+        echo "FAIL $name: does not parse"; sed 's/^/  /' "$work/$name.err" | tail -3
+        fail=$((fail + 1)); continue
+    fi
+    sections=$(grep -c '^\[' "$base")
+    layers=$(sed -n 's/^layers \([0-9]*\) .*/\1/p' "$work/$name.out")
+    [ "$layers" -eq $((sections - 1)) ] || {
+        echo "FAIL $name: $layers layers for $sections sections"; fail=$((fail + 1)); }
+
+    # insertion point: just before the section header in the middle
+    mid=$(grep -n '^\[' "$base" | sed -n "$(( (sections + 2) / 2 ))p" | cut -d: -f1)
+
+    { cat "$base"; printf '\n[selsync]\nmethod=bsp\nseed=7\n'; } >"$work/$name.append.cfg"
+    { head -n $((mid - 1)) "$base"; printf '[selsync]\ndelta=0.5\n\n'; tail -n +"$mid" "$base"; } \
+        >"$work/$name.middle.cfg"
+    for v in append middle; do
+        if ! "$shapes" "$work/$name.$v.cfg" >"$work/$name.$v.out" 2>"$work/$name.$v.err"; then
+            echo "FAIL $name ($v): does not parse"; tail -3 "$work/$name.$v.err"; fail=$((fail + 1))
+        elif ! cmp -s "$work/$name.out" "$work/$name.$v.out"; then
+            echo "FAIL $name ($v): layers differ"; diff "$work/$name.out" "$work/$name.$v.out" | head -5
+            fail=$((fail + 1))
+        fi
+    done
+
+    { head -n $((mid - 1)) "$base"; printf '[bogus]\nsize=3\n\n'; tail -n +"$mid" "$base"; } \
+        >"$work/$name.bogus.cfg"
+    "$shapes" "$work/$name.bogus.cfg" >/dev/null 2>"$work/$name.bogus.err"
+    rc=$?
+    if [ $rc -ne 1 ]; then
+        echo "FAIL $name (unknown section): exit status $rc, expected 1"; fail=$((fail + 1))
+    elif ! grep -qF "$work/$name.bogus.cfg:$mid: unknown section [bogus]" "$work/$name.bogus.err"; then
+        echo "FAIL $name (unknown section): message does not name file and line"
+        tail -2 "$work/$name.bogus.err"; fail=$((fail + 1))
+    fi
+    n=$((n + 1))
+done
+
+echo "$((n * 4 - fail)) passed, $fail failed"
+[ "$fail" -eq 0 ] && [ "$n" -gt 0 ]

@@ -1,0 +1,748 @@
+/* Unit tests for the [selsync] section parser (plugin/core/config.c). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "selsync/config.h"
+
+#define FILE_NAME "cfg/x.cfg"
+
+typedef struct fixture {
+    selsync_config cfg;
+    char err[1024];
+} fixture;
+
+static int setup(void **state)
+{
+    static fixture f; /* large; keep it off the stack */
+    memset(&f, 0, sizeof f);
+    selsync_config_default(&f.cfg, FILE_NAME, 3);
+    *state = &f;
+    return 0;
+}
+
+static selsync_status set(fixture *f, const char *key, const char *value, int line)
+{
+    return selsync_config_set(&f->cfg, key, value, line, f->err, sizeof f->err);
+}
+
+static void assert_contains(const char *haystack, const char *needle)
+{
+    if (!strstr(haystack, needle)) fail_msg("expected \"%s\" in message \"%s\"", needle, haystack);
+}
+
+static void assert_one_line(const char *s)
+{
+    assert_null(strchr(s, '\n'));
+    assert_null(strchr(s, '\r'));
+}
+
+/* A set that must fail with ECONFIG and a message naming file, :line:, key
+ * and the quoted value. */
+static void expect_bad(fixture *f, const char *key, const char *value, int line, const char *problem)
+{
+    char at[32], quoted[600];
+    assert_int_equal(set(f, key, value, line), SELSYNC_ECONFIG);
+    snprintf(at, sizeof at, ":%d:", line);
+    snprintf(quoted, sizeof quoted, "'%s'", value);
+    assert_contains(f->err, FILE_NAME);
+    assert_contains(f->err, at);
+    assert_contains(f->err, key);
+    assert_contains(f->err, quoted);
+    assert_contains(f->err, "allowed: ");
+    if (problem) assert_contains(f->err, problem);
+    assert_one_line(f->err);
+}
+
+static selsync_status finish(fixture *f)
+{
+    return selsync_config_finish(&f->cfg, f->err, sizeof f->err);
+}
+
+static selsync_status world(fixture *f, int n)
+{
+    return selsync_config_check_world(&f->cfg, n, f->err, sizeof f->err);
+}
+
+/* ---- defaults and valid values ---- */
+
+static void test_defaults(void **state)
+{
+    fixture *f = *state;
+    const selsync_config *c = &f->cfg;
+    assert_int_equal(c->method, SELSYNC_METHOD_SELSYNC);
+    assert_true(c->delta == 0.3);
+    assert_int_equal(c->window, 25);
+    assert_true(c->smoothing == 0);
+    assert_int_equal(c->warmup, -1);
+    assert_int_equal(c->granularity, SELSYNC_GRANULARITY_MODEL);
+    assert_int_equal(c->aggregate, SELSYNC_AGGREGATE_DEFAULT);
+    assert_int_equal(c->sync_bn_stats, 1);
+    assert_int_equal(c->fedavg_interval, 250);
+    assert_true(c->fedavg_fraction == 1.0);
+    assert_int_equal(c->ssp_staleness, 100);
+    assert_int_equal(c->partition, SELSYNC_PARTITION_IID);
+    assert_true(c->inject_alpha == 0 && c->inject_beta == 0);
+    assert_true(c->seed == 1);
+    assert_string_equal(c->log, "");
+    assert_int_equal(c->eval_every, 0);
+    assert_string_equal(c->file, FILE_NAME);
+    assert_int_equal(c->section_line, 3);
+    for (int k = 0; k < SELSYNC_KEY_COUNT; k++) assert_int_equal(c->line[k], 0);
+}
+
+static void test_defaults_finish_and_world_ok(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(world(f, 1), SELSYNC_OK);
+    assert_int_equal(world(f, 16), SELSYNC_OK);
+}
+
+static void test_parse_method(void **state)
+{
+    static const char *const names[] = {"selsync", "bsp", "fedavg", "ssp", "local"};
+    fixture *f = *state;
+    for (int m = 0; m < 5; m++) {
+        selsync_config_default(&f->cfg, FILE_NAME, 3);
+        assert_int_equal(set(f, "method", names[m], 4), SELSYNC_OK);
+        assert_int_equal(f->cfg.method, m);
+        assert_string_equal(selsync_method_name((selsync_method)m), names[m]);
+    }
+}
+
+static void test_parse_delta(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "delta", "0.05", 4), SELSYNC_OK);
+    assert_true(f->cfg.delta == 0.05);
+    selsync_config_default(&f->cfg, FILE_NAME, 3);
+    assert_int_equal(set(f, "delta", "0", 4), SELSYNC_OK);
+    assert_true(f->cfg.delta == 0);
+    selsync_config_default(&f->cfg, FILE_NAME, 3);
+    assert_int_equal(set(f, "delta", "1e6", 4), SELSYNC_OK);
+    assert_true(f->cfg.delta == 1e6);
+}
+
+static void test_parse_window_and_warmup(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "window", "1000000", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "warmup", "0", 5), SELSYNC_OK);
+    assert_int_equal(f->cfg.window, 1000000);
+    assert_int_equal(f->cfg.warmup, 0);
+}
+
+static void test_parse_smoothing_auto(void **state)
+{
+    fixture *f = *state;
+    f->cfg.smoothing = 0.5;
+    assert_int_equal(set(f, "smoothing", "auto", 4), SELSYNC_OK);
+    assert_true(f->cfg.smoothing == 0);
+}
+
+static void test_parse_smoothing_value(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "smoothing", "0.16", 4), SELSYNC_OK);
+    assert_true(f->cfg.smoothing == 0.16);
+    assert_true(selsync_config_smoothing(&f->cfg, 2) == 0.16);
+    assert_true(selsync_config_smoothing(&f->cfg, 500) == 0.16);
+}
+
+static void test_parse_granularity_aggregate(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "granularity", "layer", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "aggregate", "grads", 5), SELSYNC_OK);
+    assert_int_equal(f->cfg.granularity, SELSYNC_GRANULARITY_LAYER);
+    assert_int_equal(f->cfg.aggregate, SELSYNC_AGGREGATE_GRADS);
+    selsync_config_default(&f->cfg, FILE_NAME, 3);
+    assert_int_equal(set(f, "granularity", "model", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "aggregate", "params", 5), SELSYNC_OK);
+    assert_int_equal(f->cfg.granularity, SELSYNC_GRANULARITY_MODEL);
+    assert_int_equal(f->cfg.aggregate, SELSYNC_AGGREGATE_PARAMS);
+}
+
+static void test_parse_sync_bn_stats(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "sync_bn_stats", "0", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.sync_bn_stats, 0);
+}
+
+static void test_parse_fedavg_keys(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "fedavg_interval", "125", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "fedavg_fraction", "0.5", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "method", "fedavg", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.fedavg_interval, 125);
+    assert_true(f->cfg.fedavg_fraction == 0.5);
+}
+
+static void test_parse_ssp_staleness(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "ssp", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "ssp_staleness", "0", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.ssp_staleness, 0);
+}
+
+static void test_parse_partition_words(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "partition", "seldp", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.partition, SELSYNC_PARTITION_SELDP);
+    selsync_config_default(&f->cfg, FILE_NAME, 3);
+    f->cfg.partition = SELSYNC_PARTITION_SELDP;
+    assert_int_equal(set(f, "partition", "iid", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.partition, SELSYNC_PARTITION_IID);
+}
+
+static void test_parse_partition_label(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "partition", "label:3", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.partition, SELSYNC_PARTITION_LABEL);
+    assert_int_equal(f->cfg.partition_k, 3);
+}
+
+static void test_parse_partition_dirichlet(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "partition", "dirichlet:0.5", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.partition, SELSYNC_PARTITION_DIRICHLET);
+    assert_true(f->cfg.partition_alpha == 0.5);
+}
+
+static void test_parse_inject(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "inject_alpha", "0.5", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "1", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(f->cfg.inject_alpha == 0.5);
+    assert_true(f->cfg.inject_beta == 1.0);
+}
+
+static void test_parse_seed_max(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "seed", "18446744073709551615", 4), SELSYNC_OK);
+    assert_true(f->cfg.seed == UINT64_MAX);
+}
+
+static void test_parse_log(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "log", "runs/m-%r.csv", 4), SELSYNC_OK);
+    assert_string_equal(f->cfg.log, "runs/m-%r.csv");
+}
+
+static void test_parse_eval_every(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "eval_every", "100000000", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.eval_every, 100000000);
+}
+
+static void test_whitespace_trimmed(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, " window\t", " \t 40 \r\n", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.window, 40);
+    assert_int_equal(set(f, "log", "  a %r b  ", 5), SELSYNC_OK);
+    assert_string_equal(f->cfg.log, "a %r b");
+}
+
+static void test_records_line(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "delta", "0.5", 17), SELSYNC_OK);
+    assert_int_equal(f->cfg.line[SELSYNC_KEY_DELTA], 17);
+    assert_int_equal(f->cfg.line[SELSYNC_KEY_WINDOW], 0);
+}
+
+/* ---- bad input in set ---- */
+
+static void test_unknown_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
+    assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
+                                "smoothing, warmup, granularity, aggregate, sync_bn_stats, fedavg_interval, "
+                                "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
+                                "log, eval_every");
+}
+
+static void test_key_case_sensitive(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "Delta", "0.3", 9), SELSYNC_ECONFIG);
+    assert_contains(f->err, "unknown key 'Delta'");
+}
+
+static void test_empty_value(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "", 6, "empty value");
+    expect_bad(f, "log", "", 7, "empty value");
+    assert_int_equal(set(f, "window", "   ", 8), SELSYNC_ECONFIG);
+    assert_contains(f->err, "empty value");
+}
+
+static void test_malformed_number(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "0.3x", 12, "malformed value");
+    expect_bad(f, "window", "25 steps", 13, NULL);
+    expect_bad(f, "seed", "abc", 14, "malformed value");
+    expect_bad(f, "delta", "0.3 0.4", 15, "malformed value");
+    assert_true(f->cfg.delta == 0.3);
+}
+
+static void test_nan_rejected(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "nan", 12, "not a finite number");
+    expect_bad(f, "fedavg_fraction", "NaN", 13, "not a finite number");
+}
+
+static void test_inf_rejected(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "inf", 12, "not a finite number");
+    expect_bad(f, "delta", "-Infinity", 13, "not a finite number");
+    assert_true(f->cfg.delta == 0.3);
+}
+
+static void test_overflow_rejected(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "1e999", 12, "out of range");
+    expect_bad(f, "window", "99999999999999999999", 13, "out of range");
+    expect_bad(f, "seed", "18446744073709551616", 14, "out of range");
+    assert_true(f->cfg.seed == 1);
+}
+
+static void test_out_of_range(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "-1", 12, "out of range; allowed: a real number >= 0");
+    assert_string_equal(f->err, "cfg/x.cfg:12: [selsync] delta = '-1': out of range; allowed: a real number >= 0");
+    expect_bad(f, "window", "0", 13, "out of range");
+    expect_bad(f, "window", "1000001", 14, "out of range");
+    expect_bad(f, "smoothing", "0", 15, "out of range");
+    expect_bad(f, "smoothing", "1.5", 16, "out of range");
+    expect_bad(f, "warmup", "-1", 17, "out of range");
+    expect_bad(f, "sync_bn_stats", "2", 18, "out of range");
+    expect_bad(f, "fedavg_interval", "0", 19, "out of range");
+    expect_bad(f, "fedavg_fraction", "0", 20, "out of range");
+    expect_bad(f, "ssp_staleness", "1000001", 21, "out of range");
+    expect_bad(f, "inject_alpha", "1.5", 22, "out of range");
+    expect_bad(f, "inject_beta", "-0.1", 23, "out of range");
+    expect_bad(f, "eval_every", "100000001", 24, "out of range");
+    for (int k = 0; k < SELSYNC_KEY_COUNT; k++) assert_int_equal(f->cfg.line[k], 0);
+}
+
+static void test_negative_unsigned(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "seed", "-1", 12, "out of range");
+    assert_true(f->cfg.seed == 1);
+}
+
+static void test_decimal_integer(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "window", "2.5", 12, "not an integer");
+    expect_bad(f, "seed", "1e3", 13, "not an integer");
+    expect_bad(f, "sync_bn_stats", "1.0", 14, "not an integer");
+    assert_int_equal(f->cfg.window, 25);
+}
+
+static void test_bad_words(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "method", "BSP", 12, "not an allowed value");
+    assert_contains(f->err, "selsync, bsp, fedavg, ssp, local");
+    expect_bad(f, "granularity", "layers", 13, NULL);
+    expect_bad(f, "aggregate", "gradients", 14, NULL);
+    expect_bad(f, "smoothing", "Auto", 15, NULL);
+    assert_int_equal(f->cfg.method, SELSYNC_METHOD_SELSYNC);
+}
+
+static void test_duplicate_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "delta", "0.5", 11), SELSYNC_OK);
+    assert_int_equal(set(f, "delta", "0.7", 14), SELSYNC_ECONFIG);
+    assert_string_equal(f->err, "cfg/x.cfg:14: [selsync] key 'delta' set twice (first on line 11)");
+    assert_true(f->cfg.delta == 0.5);
+    assert_int_equal(f->cfg.line[SELSYNC_KEY_DELTA], 11);
+}
+
+static void test_failed_set_not_recorded(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "delta", "x", 11), SELSYNC_ECONFIG);
+    assert_int_equal(f->cfg.line[SELSYNC_KEY_DELTA], 0);
+    assert_int_equal(set(f, "delta", "0.5", 12), SELSYNC_OK);
+}
+
+static void test_bad_partition(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "partition", "label:", 12, "malformed value");
+    expect_bad(f, "partition", "label:0", 13, "out of range");
+    expect_bad(f, "partition", "label:2.5", 14, "not an integer");
+    expect_bad(f, "partition", "label: 3", 15, NULL);
+    expect_bad(f, "partition", "dirichlet:-1", 16, "out of range");
+    expect_bad(f, "partition", "dirichlet:0", 17, "out of range");
+    expect_bad(f, "partition", "dirichlet:abc", 18, "malformed value");
+    expect_bad(f, "partition", "dirichlet:inf", 19, "not a finite number");
+    expect_bad(f, "partition", "dirichlet: 0.5", 19, "malformed value");
+    expect_bad(f, "partition", "label", 20, "not an allowed value");
+    expect_bad(f, "partition", "IID", 21, NULL);
+    assert_int_equal(f->cfg.partition, SELSYNC_PARTITION_IID);
+    assert_int_equal(f->cfg.partition_k, 0);
+}
+
+static void test_bad_log(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "log", "m-%x.csv", 12, "%r");
+    expect_bad(f, "log", "m-%r-%.csv", 13, NULL);
+    expect_bad(f, "log", "m-%", 14, NULL);
+    expect_bad(f, "log", "m-%%r", 15, NULL);
+    assert_string_equal(f->cfg.log, "");
+}
+
+static void test_log_too_long(void **state)
+{
+    fixture *f = *state;
+    char path[SELSYNC_PATH_MAX + 1];
+    memset(path, 'a', SELSYNC_PATH_MAX);
+    path[SELSYNC_PATH_MAX] = '\0';
+    assert_int_equal(set(f, "log", path, 12), SELSYNC_ECONFIG);
+    assert_contains(f->err, "too long");
+    assert_contains(f->err, ":12:");
+    path[SELSYNC_PATH_MAX - 1] = '\0'; /* 511 characters: fits */
+    assert_int_equal(set(f, "log", path, 13), SELSYNC_OK);
+    assert_int_equal(strlen(f->cfg.log), SELSYNC_PATH_MAX - 1);
+}
+
+static void test_message_one_line(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "delta", "0.3\nwindow = 4", 12), SELSYNC_ECONFIG);
+    assert_one_line(f->err);
+    assert_contains(f->err, ":12:");
+}
+
+static void test_null_arguments(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(selsync_config_set(NULL, "delta", "1", 1, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(set(f, NULL, "1", 1), SELSYNC_EINVAL);
+    assert_int_equal(set(f, "delta", NULL, 1), SELSYNC_EINVAL);
+    assert_int_equal(set(f, "delta", "1", 0), SELSYNC_EINVAL); /* line 0 would mean "not set" */
+    assert_int_equal(selsync_config_set(&f->cfg, "delta", "1", 1, NULL, 0), SELSYNC_OK);
+    assert_int_equal(selsync_config_finish(NULL, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_config_check_world(NULL, 2, f->err, sizeof f->err), SELSYNC_EINVAL);
+}
+
+static void test_no_file_name(void **state)
+{
+    fixture *f = *state;
+    selsync_config_default(&f->cfg, NULL, 0);
+    assert_int_equal(set(f, "delta", "-1", 5), SELSYNC_ECONFIG);
+    assert_contains(f->err, "<cfg>:5: [selsync] delta = '-1'");
+}
+
+/* ---- finish ---- */
+
+static void test_finish_key_not_for_method_order_independent(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "fedavg_interval", "100", 15), SELSYNC_OK);
+    assert_int_equal(set(f, "method", "selsync", 16), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_string_equal(f->err,
+                        "cfg/x.cfg:15: [selsync] fedavg_interval does not apply to method = selsync (used by: fedavg)");
+}
+
+static void test_finish_selsync_key_with_bsp(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "bsp", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "delta", "0.5", 9), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":9: [selsync] delta does not apply to method = bsp (used by: selsync)");
+}
+
+static void test_finish_aggregate_with_fedavg(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "aggregate", "grads", 7), SELSYNC_OK);
+    assert_int_equal(set(f, "method", "fedavg", 8), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:7: [selsync] aggregate does not apply to method = fedavg "
+                            "(used by: selsync, bsp)");
+}
+
+static void test_finish_aggregate_with_bsp_ok(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "bsp", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "aggregate", "params", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.aggregate, SELSYNC_AGGREGATE_PARAMS);
+}
+
+static void test_finish_only_inject_alpha(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "inject_alpha", "0.5", 10), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:10:");
+    assert_contains(f->err, "inject_beta");
+}
+
+static void test_finish_only_inject_beta(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "inject_alpha", "0", 10), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "0.75", 11), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:11:");
+    assert_contains(f->err, "inject_alpha");
+}
+
+static void test_finish_inject_with_ssp(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "inject_alpha", "0.5", 10), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "0.5", 11), SELSYNC_OK);
+    assert_int_equal(set(f, "method", "ssp", 12), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:10:");
+    assert_contains(f->err, "method = ssp");
+}
+
+static void test_finish_inject_zero_with_ssp_ok(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "inject_alpha", "0", 10), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "0", 11), SELSYNC_OK);
+    assert_int_equal(set(f, "method", "ssp", 12), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+}
+
+static void test_finish_warmup_defaults_to_window(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "window", "40", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.warmup, 40);
+}
+
+static void test_finish_explicit_warmup_kept(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "window", "40", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "warmup", "0", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.warmup, 0);
+}
+
+static void test_finish_aggregate_per_method(void **state)
+{
+    static const char *const names[] = {"selsync", "bsp", "fedavg", "ssp", "local"};
+    fixture *f = *state;
+    for (int m = 0; m < 5; m++) {
+        selsync_config_default(&f->cfg, FILE_NAME, 3);
+        assert_int_equal(set(f, "method", names[m], 4), SELSYNC_OK);
+        assert_int_equal(finish(f), SELSYNC_OK);
+        assert_int_equal(f->cfg.aggregate,
+                         m == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS);
+    }
+}
+
+/* ---- check_world ---- */
+
+static void test_world_below_one(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(world(f, 0), SELSYNC_EINVAL);
+    assert_int_equal(world(f, -3), SELSYNC_EINVAL);
+}
+
+static void test_world_ssp_one_rank(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "ssp", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(world(f, 1), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:6:");
+    assert_contains(f->err, "ssp");
+    assert_int_equal(world(f, 2), SELSYNC_OK);
+}
+
+static void test_world_log_without_rank(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "log", "metrics.csv", 8), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(world(f, 1), SELSYNC_OK);
+    assert_int_equal(world(f, 2), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:8:");
+    assert_contains(f->err, "'metrics.csv'");
+    assert_contains(f->err, "%r");
+}
+
+static void test_world_log_with_rank(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "log", "metrics-%r.csv", 8), SELSYNC_OK);
+    assert_int_equal(world(f, 64), SELSYNC_OK);
+}
+
+static void test_world_fedavg_fraction_too_small(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "fedavg", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "fedavg_fraction", "0.2", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(world(f, 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5:");
+    assert_contains(f->err, "fedavg_fraction");
+    assert_int_equal(world(f, 5), SELSYNC_OK);
+}
+
+/* ---- messages, smoothing, names ---- */
+
+static void test_truncation_small_buffer(void **state)
+{
+    fixture *f = *state;
+    char buf[16];
+    memset(buf, 'Z', sizeof buf);
+    assert_int_equal(selsync_config_set(&f->cfg, "delta", "-1", 12, buf, 8), SELSYNC_ECONFIG);
+    assert_int_equal(buf[7], '\0');
+    assert_int_equal(strlen(buf), 7);
+    assert_memory_equal(buf, "cfg/x.c", 7);
+    for (size_t i = 8; i < sizeof buf; i++) assert_int_equal(buf[i], 'Z');
+
+    memset(buf, 'Z', sizeof buf);
+    assert_int_equal(selsync_config_set(&f->cfg, "detla", "1", 12, buf, 1), SELSYNC_ECONFIG);
+    assert_int_equal(buf[0], '\0');
+    assert_int_equal(buf[1], 'Z');
+}
+
+static void test_truncation_errlen_zero(void **state)
+{
+    fixture *f = *state;
+    char buf[4] = {'Z', 'Z', 'Z', 'Z'};
+    assert_int_equal(selsync_config_set(&f->cfg, "delta", "-1", 12, buf, 0), SELSYNC_ECONFIG);
+    assert_int_equal(set(f, "ssp_staleness", "5", 13), SELSYNC_OK);
+    assert_int_equal(selsync_config_finish(&f->cfg, buf, 0), SELSYNC_ECONFIG);
+    assert_int_equal(selsync_config_check_world(&f->cfg, 0, buf, 0), SELSYNC_EINVAL);
+    assert_memory_equal(buf, "ZZZZ", 4);
+}
+
+static void test_smoothing_auto_by_world(void **state)
+{
+    fixture *f = *state;
+    assert_true(fabs(selsync_config_smoothing(&f->cfg, 2) - 0.02) < 1e-12);
+    assert_true(fabs(selsync_config_smoothing(&f->cfg, 16) - 0.16) < 1e-12);
+    assert_true(selsync_config_smoothing(&f->cfg, 100) == 1.0);
+    assert_true(selsync_config_smoothing(&f->cfg, 200) == 1.0);
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    assert_string_equal(selsync_method_name(SELSYNC_METHOD_FEDAVG), "fedavg");
+    assert_string_equal(selsync_method_name((selsync_method)5), "?");
+    assert_string_equal(selsync_method_name((selsync_method)-1), "?");
+    assert_string_equal(selsync_config_key_name(SELSYNC_KEY_METHOD), "method");
+    assert_string_equal(selsync_config_key_name(SELSYNC_KEY_EVAL_EVERY), "eval_every");
+    assert_string_equal(selsync_config_key_name(SELSYNC_KEY_COUNT), "?");
+}
+
+#define T(fn) cmocka_unit_test_setup(fn, setup)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_defaults),
+        T(test_defaults_finish_and_world_ok),
+        T(test_parse_method),
+        T(test_parse_delta),
+        T(test_parse_window_and_warmup),
+        T(test_parse_smoothing_auto),
+        T(test_parse_smoothing_value),
+        T(test_parse_granularity_aggregate),
+        T(test_parse_sync_bn_stats),
+        T(test_parse_fedavg_keys),
+        T(test_parse_ssp_staleness),
+        T(test_parse_partition_words),
+        T(test_parse_partition_label),
+        T(test_parse_partition_dirichlet),
+        T(test_parse_inject),
+        T(test_parse_seed_max),
+        T(test_parse_log),
+        T(test_parse_eval_every),
+        T(test_whitespace_trimmed),
+        T(test_records_line),
+        T(test_unknown_key),
+        T(test_key_case_sensitive),
+        T(test_empty_value),
+        T(test_malformed_number),
+        T(test_nan_rejected),
+        T(test_inf_rejected),
+        T(test_overflow_rejected),
+        T(test_out_of_range),
+        T(test_negative_unsigned),
+        T(test_decimal_integer),
+        T(test_bad_words),
+        T(test_duplicate_key),
+        T(test_failed_set_not_recorded),
+        T(test_bad_partition),
+        T(test_bad_log),
+        T(test_log_too_long),
+        T(test_message_one_line),
+        T(test_null_arguments),
+        T(test_no_file_name),
+        T(test_finish_key_not_for_method_order_independent),
+        T(test_finish_selsync_key_with_bsp),
+        T(test_finish_aggregate_with_fedavg),
+        T(test_finish_aggregate_with_bsp_ok),
+        T(test_finish_only_inject_alpha),
+        T(test_finish_only_inject_beta),
+        T(test_finish_inject_with_ssp),
+        T(test_finish_inject_zero_with_ssp_ok),
+        T(test_finish_warmup_defaults_to_window),
+        T(test_finish_explicit_warmup_kept),
+        T(test_finish_aggregate_per_method),
+        T(test_world_below_one),
+        T(test_world_ssp_one_rank),
+        T(test_world_log_without_rank),
+        T(test_world_log_with_rank),
+        T(test_world_fedavg_fraction_too_small),
+        T(test_truncation_small_buffer),
+        T(test_truncation_errlen_zero),
+        T(test_smoothing_auto_by_world),
+        T(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
