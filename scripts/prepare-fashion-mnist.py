@@ -130,7 +130,8 @@ def main():
         fail("output path %r may not contain whitespace or '=' (Darknet's .data parser strips them)" % out)
     if any(label in out for label in LABELS):
         fail("output path %r contains a label string (_cK_), which would mislabel images" % out)
-    assert not any(a != b and a in b for a in LABELS for b in LABELS)
+    if any(a != b and a in b for a in LABELS for b in LABELS):
+        fail("internal error: a label string is a substring of another")
 
     sources = [os.path.join(src, "%s-%s-ubyte.gz" % (p, kind))
                for _, p in SPLITS for kind in ("images-idx3", "labels-idx1")]
@@ -145,9 +146,11 @@ def main():
     try:
         with open(stamp_path) as f:
             current = f.read() == stamp
+        outputs = [os.path.join(out, n) for n in ("labels.txt", "names.txt", "fmnist.data", "backup")]
         for split, _ in SPLITS:
             with open(os.path.join(out, split + ".list")) as f:
-                current = current and all(os.path.isfile(p) for p in f.read().split("\n") if p)
+                outputs += [p for p in f.read().split("\n") if p]
+        current = current and all(os.path.exists(p) for p in outputs)
     except OSError:
         current = False
     if current and not args.force:

@@ -1,0 +1,39 @@
+#!/bin/sh
+# Usage: test_error_exits.sh DARKNET WORK_DIR
+# Failures that stock Darknet reported with exit status 0 now exit non-zero.
+set -u
+darknet=$1 work=$2
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+
+# expect_failure NAME PATTERN COMMAND...: COMMAND must exit non-zero without a
+# signal and print PATTERN on stderr.
+expect_failure() {
+    name=$1 pattern=$2; shift 2
+    "$@" >"$work/$name.out" 2>"$work/$name.err"
+    rc=$?
+    if [ "$rc" -eq 0 ] || [ "$rc" -gt 128 ]; then
+        echo "FAIL $name: exit status $rc"; fail=$((fail + 1))
+    elif ! grep -qF -- "$pattern" "$work/$name.err"; then
+        echo "FAIL $name: no '$pattern' in stderr"; tail -3 "$work/$name.err"; fail=$((fail + 1))
+    else
+        pass=$((pass + 1))
+    fi
+}
+
+printf '[net]\nbatch=1\nheight=4\nwidth=4\nchannels=1\n[softmax]\n' >"$work/ok.cfg"
+printf 'classes=2\ntrain=%s/missing.list\nlabels=%s/missing.labels\nbackup=%s\n' \
+    "$work" "$work" "$work" >"$work/missing-lists.data"
+printf 'height=4\n[net]\nbatch=1\n[softmax]\n' >"$work/orphan.cfg"
+
+expect_failure missing_cfg "Couldn't open file: $work/none.cfg" "$darknet" ops "$work/none.cfg"
+expect_failure missing_weights "Couldn't open file: $work/none.weights" \
+    "$darknet" classifier predict "$work/missing-lists.data" "$work/ok.cfg" "$work/none.weights" "$work/none.png"
+expect_failure missing_list "Couldn't open file: $work/missing" \
+    "$darknet" classifier train "$work/missing-lists.data" "$work/ok.cfg"
+expect_failure unknown_command "Not an option: frobnicate" "$darknet" frobnicate
+expect_failure option_before_section "$work/orphan.cfg:1: option outside of any section" \
+    "$darknet" ops "$work/orphan.cfg"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
