@@ -1,7 +1,8 @@
-/* The network training hooks of the patch series: update_network calls
- * before_update with the batch's gradients accumulated and the parameters
- * not yet changed, then after_update with the parameters updated, once per
- * effective batch (every `subdivisions` calls of train_network_datum). */
+/* The network event hook of the patch series: update_network reports
+ * BEFORE_UPDATE with the batch's gradients accumulated and the parameters
+ * not yet changed, then AFTER_UPDATE with the parameters updated, once per
+ * effective batch (every `subdivisions` calls of train_network_datum);
+ * load_network reports NETWORK_LOADED; BEFORE_SAVE can veto a save. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -31,9 +32,8 @@ typedef struct record {
     float w0_after;
 } record;
 
-static void before(network *net, void *user)
+static void before(network *net, record *r)
 {
-    record *r = user;
     r->order_ok &= (r->before == r->after);
     r->before++;
     r->seen_at_before = (int)*net->seen;
@@ -43,12 +43,24 @@ static void before(network *net, void *user)
     r->w0_before = l.weights[0];
 }
 
-static void after(network *net, void *user)
+static void after(network *net, record *r)
 {
-    record *r = user;
     r->after++;
     r->order_ok &= (r->before == r->after);
     r->w0_after = net->layers[0].weights[0];
+}
+
+static int hook(network *net, network_event event, void *arg, void *user)
+{
+    record *r = user;
+    if (event == BEFORE_UPDATE) {
+        assert_non_null(arg);
+        assert_int_equal(((update_args *)arg)->batch, net->batch * net->subdivisions);
+        before(net, r);
+    } else if (event == AFTER_UPDATE) {
+        after(net, r);
+    }
+    return 0;
 }
 
 static network *tiny_network(void)
@@ -76,8 +88,7 @@ static void test_hooks_run_once_per_effective_batch(void **state)
     (void)state;
     network *net = tiny_network();
     record r = {.order_ok = 1};
-    net->before_update = before;
-    net->after_update = after;
+    net->hook = hook;
     net->hook_user = &r;
     net->train = 1;
     for (int step = 0; step < 6; ++step) {
@@ -102,8 +113,7 @@ static void test_no_hooks_is_stock_behaviour(void **state)
     /* same weights in both, then one trains with hooks that do nothing */
     for (int i = 0; i < a->layers[0].nweights; ++i) b->layers[0].weights[i] = a->layers[0].weights[i];
     for (int i = 0; i < a->layers[1].nweights; ++i) b->layers[1].weights[i] = a->layers[1].weights[i];
-    b->before_update = before;
-    b->after_update = after;
+    b->hook = hook;
     b->hook_user = &r;
     a->train = b->train = 1;
     for (int step = 0; step < 4; ++step) {
@@ -119,11 +129,41 @@ static void test_no_hooks_is_stock_behaviour(void **state)
     free_network(b);
 }
 
+static int veto_saves(network *net, network_event event, void *arg, void *user)
+{
+    (void)net;
+    if (event == BEFORE_SAVE) {
+        ++*(int *)user;
+        return strstr((const char *)arg, "veto") != NULL;
+    }
+    return 0;
+}
+
+static void test_before_save_can_skip_a_save(void **state)
+{
+    (void)state;
+    network *net = tiny_network();
+    int calls = 0;
+    net->hook = veto_saves;
+    net->hook_user = &calls;
+    char kept[] = "/tmp/selsync-hooks-kept.weights", vetoed[] = "/tmp/selsync-hooks-veto.weights";
+    unlink(kept);
+    unlink(vetoed);
+    save_weights(net, kept);
+    save_weights(net, vetoed);
+    assert_int_equal(calls, 2);
+    assert_int_equal(access(kept, F_OK), 0);
+    assert_int_not_equal(access(vetoed, F_OK), 0);
+    unlink(kept);
+    free_network(net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hooks_run_once_per_effective_batch),
         cmocka_unit_test(test_no_hooks_is_stock_behaviour),
+        cmocka_unit_test(test_before_save_can_skip_a_save),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
