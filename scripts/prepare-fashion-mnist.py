@@ -16,8 +16,8 @@ names; the script checks that each path matches exactly one label.
 
 The run is idempotent: a stamp file records the parameters and source sizes
 and CRCs, and nothing is redone when it matches.  Every file is written to a
-temporary name and renamed; the stamp is written last, so an interrupted run
-never looks complete.
+temporary name and renamed; the stamp and fmnist.data are removed first and
+written last, so an interrupted run never looks complete.
 """
 import argparse
 import gzip
@@ -158,8 +158,9 @@ def main():
         return
 
     os.makedirs(os.path.join(out, "backup"), exist_ok=True)
-    if os.path.exists(stamp_path):
-        os.remove(stamp_path)
+    for stale in (stamp_path, os.path.join(out, "fmnist.data")):  # unusable until complete
+        if os.path.exists(stale):
+            os.remove(stale)
     total = sum(min(n, limits[s] or n) for s, n in (("train", 60000), ("valid", 10000)))
     done, counts = 0, {}
     for split, prefix in SPLITS:
@@ -168,7 +169,7 @@ def main():
             if sum(label in p for label in LABELS) != 1:
                 fail("path %r does not match exactly one label" % p)
         counts[split] = len(paths)
-    write_atomic(os.path.join(out, "labels.txt"), "".join(l + "\n" for l in LABELS))
+    write_atomic(os.path.join(out, "labels.txt"), "".join(label + "\n" for label in LABELS))
     write_atomic(os.path.join(out, "names.txt"), "".join(n + "\n" for n in NAMES))
     backup = os.path.join(out, "backup")
     if len(backup) > 200:
@@ -183,4 +184,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("prepare-fashion-mnist: interrupted; run it again to finish")

@@ -1,31 +1,312 @@
 /* The Darknet adapter: the only plugin code that includes darknet.h.
  *
- * It implements Darknet's plugin entry points (darknet_plugin_init/_fini),
- * registers the handler for [selsync] cfg sections, and keeps the parsed
- * configuration of every network that has one. Errors are reported on
- * stderr and returned to Darknet, which ends the process non-zero. */
+ * It implements Darknet's plugin entry points (darknet_plugin_init/_fini):
+ * init starts the transport (MPI under an MPI launcher, one process
+ * otherwise) and registers the handler of [selsync] cfg sections. A network
+ * with such a section gets this adapter as its event hook:
+ *
+ *   NETWORK_LOADED  check that every rank built the same layout, then give
+ *                   every rank rank 0's weights
+ *   TRAIN_BEGIN     create the engine, keep this rank's shard of the training
+ *                   list, seed this rank's sampling, size the loader threads
+ *   BEFORE_UPDATE / AFTER_UPDATE   the engine's step
+ *   ITERATION_PRINTED   append the decision and sync fraction (rank 0)
+ *   TRAIN_END       final average and summary
+ *   BEFORE_SAVE     only rank 0 writes weights
+ *
+ * A failure is fatal for the whole job: the message goes to stderr and the
+ * transport aborts every rank (one process: this process exits non-zero). */
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "darknet.h"
+#include "comm_mpi.h"
 #include "selsync/config.h"
+#include "selsync/engine.h"
+#include "selsync/partition.h"
+#include "selsync/rng.h"
 
 #define SECTION "[selsync]"
 
-/* A network that has a [selsync] section, with its configuration. */
+/* A network that has a [selsync] section. */
 typedef struct attachment {
+    struct adapter *ad;
     network *net;
     selsync_config cfg;
+    selsync_tensor *tensors;     /* views of the network's arrays */
+    size_t n_tensors;
+    selsync_engine *engine;      /* from the first training step on */
     struct attachment *next;
 } attachment;
 
 typedef struct adapter {
-    int world;              /* number of processes in the job */
+    selsync_comm comm;
+    int rank, world;
     attachment *attached;
 } adapter;
 
 static adapter *the_adapter; /* set by darknet_plugin_init, for _fini */
+
+static void report(const adapter *ad, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (ad && ad->world > 1) fprintf(stderr, "selsync: rank %d: ", ad->rank);
+    else fprintf(stderr, "selsync: ");
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* Ends the job: the transport aborts every rank; with one process it
+ * returns and this process exits. */
+static void fatal(adapter *ad, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    ad->comm.ops->abort(ad->comm.ctx, EXIT_FAILURE, msg);
+    exit(EXIT_FAILURE);
+}
+
+/* --- the network as tensors ------------------------------------------------ */
+
+static int add_tensor(attachment *a, size_t cap, float *param, float *grad,
+                      size_t count, size_t layer, selsync_tensor_kind kind)
+{
+    if (!param || count == 0) return 0;
+    if (a->n_tensors == cap) return -1;
+    a->tensors[a->n_tensors++] = (selsync_tensor){param, grad, count, layer, kind};
+    return 0;
+}
+
+/* The trained arrays of one updatable layer (or sublayer), and its BN
+ * running statistics. */
+static int add_layer_tensors(attachment *a, size_t cap, const layer *l, size_t index)
+{
+    if (!l) return 0;
+    size_t nw = 0, nb = (size_t)l->outputs;
+    switch (l->type) {
+    case CONVOLUTIONAL:
+    case DECONVOLUTIONAL:
+        nw = (size_t)l->nweights;
+        nb = (size_t)l->n;
+        break;
+    case CONNECTED:
+        nw = (size_t)l->inputs * l->outputs;
+        break;
+    case LOCAL:
+        nw = (size_t)l->size * l->size * l->c * l->n * l->out_w * l->out_h;
+        break;
+    case RNN:
+    case CRNN: {
+        const layer *sub[] = {l->input_layer, l->self_layer, l->output_layer};
+        for (size_t i = 0; i < 3; ++i)
+            if (add_layer_tensors(a, cap, sub[i], index)) return -1;
+        return 0;
+    }
+    case GRU: {
+        const layer *sub[] = {l->uz, l->wz, l->ur, l->wr, l->uh, l->wh};
+        for (size_t i = 0; i < 6; ++i)
+            if (add_layer_tensors(a, cap, sub[i], index)) return -1;
+        return 0;
+    }
+    case LSTM: {
+        const layer *sub[] = {l->wf, l->wi, l->wg, l->wo, l->uf, l->ui, l->ug, l->uo};
+        for (size_t i = 0; i < 8; ++i)
+            if (add_layer_tensors(a, cap, sub[i], index)) return -1;
+        return 0;
+    }
+    default:
+        return 0;
+    }
+    int rc = add_tensor(a, cap, l->weights, l->weight_updates, nw, index, SELSYNC_TENSOR_TRAINED);
+    rc |= add_tensor(a, cap, l->biases, l->bias_updates, nb, index, SELSYNC_TENSOR_TRAINED);
+    if (l->scale_updates)
+        rc |= add_tensor(a, cap, l->scales, l->scale_updates, nb, index, SELSYNC_TENSOR_TRAINED);
+    rc |= add_tensor(a, cap, l->rolling_mean, NULL, nb, index, SELSYNC_TENSOR_STAT);
+    rc |= add_tensor(a, cap, l->rolling_variance, NULL, nb, index, SELSYNC_TENSOR_STAT);
+    return rc;
+}
+
+static int map_network(attachment *a)
+{
+    size_t cap = 64 + 40 * (size_t)a->net->n;
+    a->tensors = calloc(cap, sizeof *a->tensors);
+    if (!a->tensors) return -1;
+    for (int i = 0; i < a->net->n; ++i)
+        if (a->net->layers[i].update && add_layer_tensors(a, cap, &a->net->layers[i], (size_t)i))
+            return -1;
+    return 0;
+}
+
+/* FNV-1a over the layout: layer types and every tensor's size and kind. */
+static uint64_t layout_hash(const attachment *a)
+{
+    uint64_t h = 1469598103934665603ULL;
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ULL)
+    MIX(a->net->n);
+    for (int i = 0; i < a->net->n; ++i) MIX(a->net->layers[i].type);
+    for (size_t i = 0; i < a->n_tensors; ++i) {
+        MIX(a->tensors[i].count);
+        MIX(a->tensors[i].layer);
+        MIX(a->tensors[i].kind);
+    }
+#undef MIX
+    return h;
+}
+
+/* --- events ---------------------------------------------------------------- */
+
+static void on_loaded(attachment *a)
+{
+    adapter *ad = a->ad;
+    if (ad->world == 1) return;
+    const selsync_comm_ops *ops = ad->comm.ops;
+    uint64_t mine = layout_hash(a), root = mine;
+    uint8_t differs;
+    if (ops->bcast(ad->comm.ctx, &root, sizeof root, 0)) goto comm_failed;
+    differs = root != mine;
+    if (ops->any(ad->comm.ctx, &differs, 1)) goto comm_failed;
+    if (differs) {
+        if (root != mine)
+            fatal(ad, "%s: the network built from this cfg differs from rank 0's "
+                  "(layers or sizes); every rank must train the same network", a->cfg.file);
+        fatal(ad, "%s: another rank built a different network from its cfg", a->cfg.file);
+    }
+    for (size_t i = 0; i < a->n_tensors; ++i)
+        if (ops->bcast(ad->comm.ctx, a->tensors[i].param, a->tensors[i].count * sizeof(float), 0))
+            goto comm_failed;
+    return;
+comm_failed:
+    fatal(ad, "could not share the initial weights: %s", selsync_mpi_last_error());
+}
+
+static void start_engine(attachment *a)
+{
+    char err[1024];
+    selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, 1};
+    if (selsync_create(&a->cfg, &a->ad->comm, &model, &a->engine, err, sizeof err))
+        fatal(a->ad, "%s", err);
+}
+
+static void on_train_begin(attachment *a, train_plan *plan)
+{
+    adapter *ad = a->ad;
+    if (!a->engine) start_engine(a);
+    /* this rank's sampling: the same seed gives the same run */
+    selsync_rng r = selsync_rng_stream(a->cfg.seed, (uint64_t)ad->rank, 0x5eed);
+    srand((unsigned)selsync_rng_next(&r));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int fair = cores > 0 ? (int)(cores / ad->world) : 1;
+    if (fair < 2) fair = 2;
+    if (plan->threads > fair) plan->threads = fair;
+    if (ad->world == 1) return;
+
+    size_t n = (size_t)plan->n, count = 0;
+    size_t *shard = malloc(n * sizeof *shard);
+    char **copy = malloc(n * sizeof *copy);
+    if (!shard || !copy) fatal(ad, "out of memory");
+    selsync_status st = selsync_partition_iid(n, ad->world, ad->rank, a->cfg.seed, shard, &count);
+    if (st)
+        fatal(ad, "cannot split %zu training files between %d ranks: %s", n, ad->world,
+              selsync_status_str(st));
+    /* this rank's shard first, then the rest, so paths still owns them all */
+    uint8_t *taken = calloc(n, 1);
+    if (!taken) fatal(ad, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < count; ++i) {
+        copy[k++] = plan->paths[shard[i]];
+        taken[shard[i]] = 1;
+    }
+    for (size_t i = 0; i < n; ++i)
+        if (!taken[i]) copy[k++] = plan->paths[i];
+    memcpy(plan->paths, copy, n * sizeof *copy);
+    plan->n = (int)count;
+    free(taken);
+    free(copy);
+    free(shard);
+    if (ad->rank == 0)
+        report(ad, "%d ranks, %zu training files, about %zu per rank", ad->world, n, count);
+}
+
+static void step(attachment *a, int before, const update_args *args)
+{
+    if (!a->engine) start_engine(a);
+    selsync_status st = before
+        ? selsync_before_update(a->engine, *a->net->cost, args->learning_rate)
+        : selsync_after_update(a->engine);
+    if (st) fatal(a->ad, "step %zu: %s", get_current_batch(a->net), selsync_engine_error(a->engine));
+}
+
+static void on_iteration_printed(attachment *a, FILE *out)
+{
+    if (!a->engine || a->ad->rank != 0) return;
+    const selsync_step *s = selsync_last_step(a->engine);
+    selsync_totals t;
+    selsync_get_totals(a->engine, &t);
+    fprintf(out, " | %s, synced %llu/%llu (%.1f%%)",
+            s->decision == SELSYNC_SYNC_STEP ? "sync " : "local",
+            (unsigned long long)t.synced_steps, (unsigned long long)t.steps,
+            t.steps ? 100.0 * t.synced_steps / t.steps : 0.0);
+}
+
+static void print_summary(attachment *a)
+{
+    adapter *ad = a->ad;
+    selsync_totals t;
+    selsync_get_totals(a->engine, &t);
+    /* means over ranks */
+    double v[6] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+                   t.t_agree, t.t_transfer};
+    if (ad->comm.ops->sum_f64(ad->comm.ctx, v, 6))
+        fatal(ad, "could not gather the summary: %s", selsync_mpi_last_error());
+    if (ad->rank != 0) return;
+    for (int i = 0; i < 6; ++i) v[i] /= ad->world;
+    double comm = v[3] + v[4] + v[5];
+    fprintf(stderr,
+            "selsync: summary: method=%s, %d rank%s, %llu steps, %llu synchronised (%.1f%%)\n"
+            "selsync: summary: sent %.2f MB per rank vs %.2f MB for bsp (%.2fx less)\n"
+            "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, "
+            "transfer %.3f s (communication %.1f%%)\n",
+            selsync_method_name(a->cfg.method), ad->world, ad->world == 1 ? "" : "s",
+            (unsigned long long)t.steps, (unsigned long long)t.synced_steps,
+            t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6, v[1] / 1e6,
+            v[0] > 0 ? v[1] / v[0] : INFINITY, v[2], v[3], v[4], v[5],
+            v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0);
+}
+
+static void on_train_end(attachment *a)
+{
+    if (!a->engine) return;
+    if (selsync_finish(a->engine))
+        fatal(a->ad, "final average: %s", selsync_engine_error(a->engine));
+    print_summary(a);
+}
+
+static int on_event(network *net, network_event event, void *arg, void *user)
+{
+    attachment *a = user;
+    (void)net;
+    switch (event) {
+    case NETWORK_LOADED: on_loaded(a); break;
+    case TRAIN_BEGIN: on_train_begin(a, arg); break;
+    case BEFORE_UPDATE: step(a, 1, arg); break;
+    case AFTER_UPDATE: step(a, 0, arg); break;
+    case ITERATION_PRINTED: on_iteration_printed(a, arg); break;
+    case TRAIN_END: on_train_end(a); break;
+    case BEFORE_SAVE: return a->ad->rank != 0; /* only rank 0 writes */
+    }
+    return 0;
+}
+
+/* --- the [selsync] section --------------------------------------------------- */
 
 static attachment *find_attachment(adapter *ad, const network *net)
 {
@@ -34,25 +315,45 @@ static attachment *find_attachment(adapter *ad, const network *net)
     return NULL;
 }
 
-static void report(const char *message)
+static void print_config(const adapter *ad, const selsync_config *c)
 {
-    fprintf(stderr, "selsync: %s\n", message);
-}
-
-static void print_config(const selsync_config *c, int world)
-{
+    if (ad->rank != 0) return;
     fprintf(stderr, "selsync: %s:%d: method=%s", c->file, c->section_line,
             selsync_method_name(c->method));
     if (c->method == SELSYNC_METHOD_SELSYNC)
         fprintf(stderr, " delta=%g window=%d smoothing=%g warmup=%d granularity=%s",
-                c->delta, c->window, selsync_config_smoothing(c, world), c->warmup,
+                c->delta, c->window, selsync_config_smoothing(c, ad->world), c->warmup,
                 c->granularity == SELSYNC_GRANULARITY_LAYER ? "layer" : "model");
-    fprintf(stderr, " aggregate=%s seed=%llu; %d process%s\n",
-            c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params",
-            (unsigned long long)c->seed, world, world == 1 ? "" : "es");
+    if (c->method == SELSYNC_METHOD_FEDAVG)
+        fprintf(stderr, " fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval,
+                c->fedavg_fraction);
+    fprintf(stderr, " aggregate=%s sync_bn_stats=%d seed=%llu; %d process%s\n",
+            c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params", c->sync_bn_stats,
+            (unsigned long long)c->seed, ad->world, ad->world == 1 ? "" : "es");
 }
 
-/* Parses one [selsync] section strictly into a new attachment. */
+/* Checks the keys this build cannot serve yet, with the same message shape
+ * as the configuration errors. */
+static int unsupported(const selsync_config *c, char *err, size_t errlen)
+{
+    const char *what = NULL;
+    selsync_config_key key = SELSYNC_KEY_METHOD;
+    if (c->method == SELSYNC_METHOD_SSP) what = "method = ssp";
+    else if (c->partition != SELSYNC_PARTITION_IID) {
+        what = "partition other than iid";
+        key = SELSYNC_KEY_PARTITION;
+    } else if (c->inject_alpha > 0) {
+        what = "data injection";
+        key = SELSYNC_KEY_INJECT_ALPHA;
+    }
+    if (!what) return 0;
+    snprintf(err, errlen, "%s:%d: [selsync] %s: %s is not available in this build",
+             c->file, c->line[key] ? c->line[key] : c->section_line,
+             selsync_config_key_name(key), what);
+    return -1;
+}
+
+/* Parses one [selsync] section strictly and attaches the adapter. */
 static int on_selsync_section(network *net, const char *cfgfile, int line,
                               const cfg_option *options, int n, void *user)
 {
@@ -60,15 +361,13 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     char err[1024];
     attachment *first = find_attachment(ad, net);
     if (first) {
-        snprintf(err, sizeof err,
-                 "%s:%d: [selsync] second [selsync] section (the first is on line %d); "
-                 "allowed: one per cfg", cfgfile, line, first->cfg.section_line);
-        report(err);
+        report(ad, "%s:%d: [selsync] second [selsync] section (the first is on line %d); "
+               "allowed: one per cfg", cfgfile, line, first->cfg.section_line);
         return -1;
     }
     attachment *a = calloc(1, sizeof *a);
     if (!a) {
-        report("out of memory");
+        report(ad, "out of memory");
         return -1;
     }
     selsync_config_default(&a->cfg, cfgfile, line);
@@ -85,33 +384,51 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     }
     if (st == SELSYNC_OK) st = selsync_config_finish(&a->cfg, err, sizeof err);
     if (st == SELSYNC_OK) st = selsync_config_check_world(&a->cfg, ad->world, err, sizeof err);
+    if (st == SELSYNC_OK && unsupported(&a->cfg, err, sizeof err)) st = SELSYNC_ECONFIG;
+    a->ad = ad;
+    a->net = net;
+    if (st == SELSYNC_OK && map_network(a)) {
+        snprintf(err, sizeof err, "out of memory");
+        st = SELSYNC_ENOMEM;
+    }
     if (st != SELSYNC_OK) {
-        report(err);
+        report(ad, "%s", err);
+        free(a->tensors);
         free(a);
         return -1;
     }
-    a->net = net;
     a->next = ad->attached;
     ad->attached = a;
-    print_config(&a->cfg, ad->world);
+    net->hook = on_event;
+    net->hook_user = a;
+    print_config(ad, &a->cfg);
     return 0;
 }
 
+/* --- entry points -------------------------------------------------------------- */
+
 int darknet_plugin_init(int *argc, char ***argv)
 {
-    (void)argc;
-    (void)argv;
+    char err[512];
     adapter *ad = calloc(1, sizeof *ad);
     if (!ad) {
-        report("out of memory");
+        report(NULL, "out of memory");
         return EXIT_FAILURE;
     }
-    ad->world = 1;
-    if (set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
-        report("could not register the " SECTION " section handler");
+    if (selsync_mpi_init(argc, argv, &ad->comm, err, sizeof err)) {
+        report(NULL, "%s", err);
         free(ad);
         return EXIT_FAILURE;
     }
+    ad->rank = ad->comm.ops->rank(ad->comm.ctx);
+    ad->world = ad->comm.ops->size(ad->comm.ctx);
+    if (set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
+        report(ad, "could not register the " SECTION " section handler");
+        fatal(ad, "plugin start failed");
+    }
+    /* one console: the other ranks keep stderr for their errors only */
+    if (ad->rank != 0 && !freopen("/dev/null", "w", stdout))
+        report(ad, "could not silence stdout");
     the_adapter = ad;
     return 0;
 }
@@ -123,9 +440,12 @@ int darknet_plugin_fini(int status)
     set_cfg_section_handler(SECTION, NULL, NULL);
     while (ad->attached) {
         attachment *next = ad->attached->next;
+        selsync_destroy(ad->attached->engine);
+        free(ad->attached->tensors);
         free(ad->attached);
         ad->attached = next;
     }
+    selsync_mpi_finalize();
     free(ad);
     the_adapter = NULL;
     return status;

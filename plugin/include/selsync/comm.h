@@ -1,0 +1,40 @@
+/* The communicator seam between the core and a transport (MPI, a single
+ * process, or a test mock). Every rank calls the same collectives in the
+ * same order; an implementation reports failures as SELSYNC_ECOMM. */
+#ifndef SELSYNC_COMM_H
+#define SELSYNC_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "selsync/status.h"
+
+typedef struct selsync_comm_ops {
+    const char *name;
+    int (*rank)(void *ctx);
+    int (*size)(void *ctx);
+    /* flags[i] = OR over all ranks of flags[i] (each 0 or 1). */
+    selsync_status (*any)(void *ctx, uint8_t *flags, size_t n);
+    /* buf[i] = sum over all ranks of buf[i]; every rank receives the same
+     * bits (so identical inputs to a later division give identical means). */
+    selsync_status (*sum_f32)(void *ctx, float *buf, size_t n);
+    /* buf[i] = sum over all ranks of buf[i], for small statistics. */
+    selsync_status (*sum_f64)(void *ctx, double *buf, size_t n);
+    /* Copies root's buf to every rank. */
+    selsync_status (*bcast)(void *ctx, void *buf, size_t bytes, int root);
+    /* Bytes this rank has sent so far, payload only (for accounting). */
+    uint64_t (*bytes_sent)(void *ctx);
+    /* Ends the whole job now with code, after printing message; does not
+     * return in a real transport (a mock may record and return). */
+    void (*abort)(void *ctx, int code, const char *message);
+} selsync_comm_ops;
+
+typedef struct selsync_comm {
+    const selsync_comm_ops *ops;
+    void *ctx;
+} selsync_comm;
+
+/* A communicator for one process: collectives are identities. */
+selsync_comm selsync_comm_single(void);
+
+#endif

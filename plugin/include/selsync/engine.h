@@ -1,0 +1,102 @@
+/* The SelSync engine: per-step significance, agreement and synchronisation
+ * over plain float arrays. It knows neither MPI nor the host framework: the
+ * host describes its model as tensors and calls the engine around every
+ * optimizer step; the engine talks to other ranks through a selsync_comm.
+ *
+ * Per step (all ranks, same order):
+ *   selsync_before_update()  gradients accumulated, parameters not updated
+ *   (host applies its optimizer update)
+ *   selsync_after_update()   parameters updated
+ * and once at the end selsync_finish() (final average of every tensor). */
+#ifndef SELSYNC_ENGINE_H
+#define SELSYNC_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "selsync/comm.h"
+#include "selsync/config.h"
+#include "selsync/status.h"
+
+typedef enum selsync_tensor_kind {
+    SELSYNC_TENSOR_TRAINED = 0, /* param with its gradient buffer grad */
+    SELSYNC_TENSOR_STAT         /* running statistic (e.g. BN mean/variance), no grad */
+} selsync_tensor_kind;
+
+/* A view of one host array; the engine never owns or frees it. */
+typedef struct selsync_tensor {
+    float *param;
+    float *grad;                /* NULL for SELSYNC_TENSOR_STAT */
+    size_t count;
+    size_t layer;               /* index of the layer it belongs to, < n_layers */
+    selsync_tensor_kind kind;
+} selsync_tensor;
+
+typedef struct selsync_model {
+    const selsync_tensor *tensors;
+    size_t n_tensors;
+    size_t n_layers;
+    /* Non-zero when a grad buffer keeps a residual of the previous step
+     * (e.g. Darknet scales it by the momentum after each update instead of
+     * clearing it): the engine then measures grad minus the residual it saw
+     * right after the previous update. */
+    int grad_keeps_residual;
+} selsync_model;
+
+typedef enum selsync_decision {
+    SELSYNC_LOCAL_STEP = 0,     /* no synchronisation this step */
+    SELSYNC_SYNC_STEP           /* some or all layers synchronised */
+} selsync_decision;
+
+/* What happened in the last step (valid after selsync_after_update). */
+typedef struct selsync_step {
+    uint64_t step;              /* 0-based */
+    double loss, learning_rate; /* as passed by the host */
+    double grad_norm;           /* squared L2 norm of this step's own gradient, whole model */
+    double smoothed;            /* EWMA of grad_norm (whole model) */
+    double change;              /* relative change of smoothed (whole model; inf = undefined) */
+    int local_flag;             /* this rank found the change significant */
+    selsync_decision decision;
+    size_t layers_synced;
+    uint64_t bytes_sent;        /* this step, this rank */
+    double t_compute, t_measure, t_agree, t_transfer; /* seconds */
+} selsync_step;
+
+typedef struct selsync_totals {
+    uint64_t steps, synced_steps;
+    uint64_t bytes_sent;        /* this rank, all steps incl. the final average */
+    uint64_t bsp_bytes;         /* what synchronising every step would have sent */
+    double t_compute, t_measure, t_agree, t_transfer;
+} selsync_totals;
+
+typedef struct selsync_engine selsync_engine;
+
+/* Creates an engine for model (tensor views stay owned by the host).
+ * cfg must have passed selsync_config_finish. On failure returns a status
+ * and writes a message to err; *out is NULL. Collective: no. */
+selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *comm,
+                              const selsync_model *model, selsync_engine **out,
+                              char *err, size_t errlen);
+
+/* Measures this step's gradient, decides with the other ranks whether to
+ * synchronise (one small collective at most) and, with aggregate=grads,
+ * averages the gradients of the layers to synchronise. Collective. */
+selsync_status selsync_before_update(selsync_engine *e, double loss, double learning_rate);
+
+/* With aggregate=params, averages the parameters (and statistics when
+ * sync_bn_stats) of the layers chosen in before_update; records the step.
+ * Collective. */
+selsync_status selsync_after_update(selsync_engine *e);
+
+/* Averages every tensor once (the final consensus model). Collective. */
+selsync_status selsync_finish(selsync_engine *e);
+
+const selsync_step *selsync_last_step(const selsync_engine *e);
+void selsync_get_totals(const selsync_engine *e, selsync_totals *out);
+
+/* The message of the last failure ("" if none). */
+const char *selsync_engine_error(const selsync_engine *e);
+
+void selsync_destroy(selsync_engine *e);
+
+#endif
