@@ -345,6 +345,9 @@ static int unsupported(const selsync_config *c, char *err, size_t errlen)
     } else if (c->inject_alpha > 0) {
         what = "data injection";
         key = SELSYNC_KEY_INJECT_ALPHA;
+    } else if (c->eval_every > 0) {
+        what = "evaluation during training";
+        key = SELSYNC_KEY_EVAL_EVERY;
     }
     if (!what) return 0;
     snprintf(err, errlen, "%s:%d: [selsync] %s: %s is not available in this build",

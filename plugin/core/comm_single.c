@@ -1,0 +1,52 @@
+/* The communicator of a job with one process: rank 0 of 1, every collective
+ * is the identity and nothing is sent. */
+#include "selsync/comm.h"
+
+#include <stdio.h>
+
+static int single_rank(void *ctx) { (void)ctx; return 0; }
+static int single_size(void *ctx) { (void)ctx; return 1; }
+
+static selsync_status single_any(void *ctx, uint8_t *flags, size_t n)
+{
+    (void)ctx, (void)flags, (void)n;
+    return SELSYNC_OK;
+}
+
+static selsync_status single_sum_f32(void *ctx, float *buf, size_t n)
+{
+    (void)ctx, (void)buf, (void)n;
+    return SELSYNC_OK;
+}
+
+static selsync_status single_sum_f64(void *ctx, double *buf, size_t n)
+{
+    (void)ctx, (void)buf, (void)n;
+    return SELSYNC_OK;
+}
+
+static selsync_status single_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+    (void)ctx, (void)buf, (void)bytes;
+    return root == 0 ? SELSYNC_OK : SELSYNC_ECOMM; /* there is no other rank */
+}
+
+static uint64_t single_bytes_sent(void *ctx) { (void)ctx; return 0; }
+
+/* Prints the message and returns: the host decides how to end. */
+static void single_abort(void *ctx, int code, const char *message)
+{
+    (void)ctx;
+    fprintf(stderr, "[selsync] abort (code %d): %s\n", code, message ? message : "");
+}
+
+static const selsync_comm_ops single_ops = {
+    "single", single_rank, single_size, single_any, single_sum_f32,
+    single_sum_f64, single_bcast, single_bytes_sent, single_abort,
+};
+
+selsync_comm selsync_comm_single(void)
+{
+    selsync_comm c = {&single_ops, NULL};
+    return c;
+}

@@ -1,0 +1,538 @@
+/* The SelSync engine (see selsync/engine.h and docs/selsync-method.md).
+ *
+ * Why it works this way:
+ * - Significance. Every step each group (the whole model, or one layer with
+ *   granularity = layer) measures the squared L2 norm x_t of this step's own
+ *   gradient, in double. When the host keeps a residual in its grad buffers
+ *   (Darknet leaves momentum * grad there after the update) the engine
+ *   subtracts a snapshot of the buffer taken at the end of the previous
+ *   after_update, so x_t is the norm of this step's contribution only.
+ * - Smoothing. x_t goes into a ring of the last `window` values; the smoothed
+ *   value is the normalised exponentially weighted mean of the m =
+ *   min(steps so far, window) newest values:
+ *       s_t = sum_{i<m} (1-a)^i x_{t-i} / sum_{i<m} (1-a)^i,  a = smoothing.
+ *   Normalising means s_t is a mean from the first step on, so there is no
+ *   zero start-up value to divide by (the reference code's bug).
+ * - Change. D_t = |s_t - s_{t-1}| / |s_{t-1}|. It is +inf, which means
+ *   "synchronise", when there is no s_{t-1} (step 0), when s_{t-1} is 0 or
+ *   not finite, or when s_t is not finite (a NaN/Inf gradient). A NaN stays
+ *   in the ring for `window` steps and then in s_{t-1} for one more, so it
+ *   forces synchronisation for window + 1 steps. A group is significant on this rank when D_t >= delta, so
+ *   delta = 0 synchronises every step. Layers without a trained tensor are
+ *   never significant (their norm is always 0).
+ * - Agreement (selsync): during the first `warmup` steps every rank knows
+ *   that all layers synchronise, so no collective is needed (the EWMA still
+ *   fills). Afterwards one `any` over the per-group flags ORs them across
+ *   ranks; every rank then synchronises the same layers.
+ * - Transfer. One sum_f32 over one fused buffer (allocated once at create)
+ *   per synchronisation, then a multiplication by 1/k: the same float
+ *   operations on every rank, so every replica receives the same bits.
+ *   aggregate = params averages parameters after the host's update (the
+ *   paper's PA); aggregate = grads averages gradients before it. BN running
+ *   statistics (STAT tensors) travel with their layer when sync_bn_stats.
+ * - FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
+ *   partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
+ *   every rank; non-members send zeros and everybody receives sum / k.
+ * - Accounting. bsp_bytes = steps x (payload bytes of a full synchronisation)
+ *   x r, where r = bytes the communicator reported per payload byte in the
+ *   largest sum_f32 so far: exact once a full synchronisation has happened
+ *   (a warm-up step, or selsync_finish for local); before any sum_f32 r is
+ *   2(N-1)/N, a ring all-reduce.
+ * - The step record's norm, smoothed value and change are the whole model's
+ *   (an extra tracker with granularity = layer); its local_flag is this
+ *   rank's OR of the group flags before agreement, for every method. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+
+#include "selsync/engine.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "selsync/rng.h"
+
+#if defined(__GNUC__)
+#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define SELSYNC_PRINTF(f, a)
+#endif
+
+#define FLUSH_EVERY 100
+
+struct selsync_engine {
+    selsync_config cfg;
+    selsync_comm comm;
+    selsync_tensor *t;           /* copy of the host's tensor views */
+    size_t nt, n_layers, n_groups, n_track; /* n_track: groups (+1 whole model) */
+    int rank, world;
+    double keep;                 /* 1 - smoothing */
+    double *ring;                /* n_track x window raw squared norms */
+    double *sq, *prev;           /* per tracker: this step's norm, previous s */
+    uint8_t *active;             /* per group: has a trained tensor */
+    uint8_t *flags;              /* per group: significant (agreed after any) */
+    uint8_t *chosen;             /* per layer: synchronise this step */
+    uint8_t *payload;            /* per layer: has something to transfer */
+    int *perm;                   /* fedavg draw, world entries */
+    float *fused, *snap;         /* fused buffer; residual snapshot or NULL */
+    size_t fused_n;              /* elements of a full synchronisation */
+    double ratio;                /* comm bytes per payload byte ... */
+    size_t ratio_n;              /* ... measured on a sum_f32 of this many floats */
+    uint64_t step, bytes0;
+    int in_step, broken, member;
+    float scale;                 /* 1/k for this step */
+    double t_mark;               /* end of the previous after_update */
+    selsync_step cur, last;
+    int has_last;
+    selsync_totals tot;
+    FILE *log;
+    char log_path[SELSYNC_PATH_MAX * 6];
+    char err[512];
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void vput(char *buf, size_t len, const char *fmt, va_list ap)
+{
+    if (!buf || len == 0) return;
+    vsnprintf(buf, len, fmt, ap);
+}
+
+static selsync_status fail(char *buf, size_t len, selsync_status st, const char *fmt, ...) SELSYNC_PRINTF(4, 5);
+static selsync_status fail(char *buf, size_t len, selsync_status st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vput(buf, len, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+#define EFAIL(e, st, ...) fail((e)->err, sizeof (e)->err, (st), __VA_ARGS__)
+
+static selsync_status comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n)
+{
+    e->broken = 1;
+    return EFAIL(e, SELSYNC_ECOMM, "[selsync] step %" PRIu64 ": %s over %zu elements failed on rank %d: %s",
+                 e->step, what, n, e->rank, selsync_status_str(st));
+}
+
+static int syncs(const selsync_engine *e, const selsync_tensor *t)
+{
+    return t->kind == SELSYNC_TENSOR_TRAINED || e->cfg.sync_bn_stats;
+}
+
+/* ---- create / destroy ---- */
+
+static selsync_status check_model(const selsync_model *m, char *err, size_t len)
+{
+    if (!m->tensors || m->n_tensors == 0 || m->n_layers == 0)
+        return fail(err, len, SELSYNC_EINVAL, "[selsync] model has no tensors or no layers");
+    for (size_t i = 0; i < m->n_tensors; i++) {
+        const selsync_tensor *t = &m->tensors[i];
+        const char *why = t->layer >= m->n_layers ? "layer index >= n_layers"
+                        : t->count == 0 || !t->param ? "no elements or NULL param"
+                        : t->count > SIZE_MAX / sizeof(float) / 2 ? "too large"
+                        : t->kind != SELSYNC_TENSOR_TRAINED && t->kind != SELSYNC_TENSOR_STAT ? "unknown kind"
+                        : t->kind == SELSYNC_TENSOR_TRAINED && !t->grad ? "trained tensor without grad"
+                        : NULL;
+        if (why)
+            return fail(err, len, SELSYNC_EINVAL, "[selsync] tensor %zu (layer %zu, %zu elements): %s", i,
+                        t->layer, t->count, why);
+    }
+    return SELSYNC_OK;
+}
+
+static selsync_status check_cfg(const selsync_config *c, char *err, size_t len)
+{
+    if (c->method == SELSYNC_METHOD_SSP)
+        return fail(err, len, SELSYNC_ECONFIG, "[selsync] method = ssp is served by a parameter server outside "
+                    "this engine; the engine implements selsync, bsp, fedavg and local");
+    if ((unsigned)c->method > SELSYNC_METHOD_LOCAL || !(c->delta >= 0) || c->window < 1 || c->warmup < 0 ||
+        !(c->smoothing >= 0 && c->smoothing <= 1) || (unsigned)c->granularity > SELSYNC_GRANULARITY_LAYER ||
+        (c->aggregate != SELSYNC_AGGREGATE_PARAMS && c->aggregate != SELSYNC_AGGREGATE_GRADS) ||
+        c->fedavg_interval < 1 || !(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1))
+        return fail(err, len, SELSYNC_EINVAL, "[selsync] configuration out of range or unresolved "
+                    "(call selsync_config_finish first)");
+    return SELSYNC_OK;
+}
+
+/* Opens cfg->log with every "%r" replaced by the rank. */
+static selsync_status open_log(selsync_engine *e, char *err, size_t len)
+{
+    char *o = e->log_path;
+    for (const char *p = e->cfg.log; *p; p++) {
+        if (p[0] == '%' && p[1] == 'r') o += sprintf(o, "%d", e->rank), p++;
+        else *o++ = *p;
+    }
+    *o = '\0';
+    if (!(e->log = fopen(e->log_path, "w")))
+        return fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
+                    strerror(errno));
+    fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
+          "bytes_sent\tt_compute\tt_measure\tt_agree\tt_transfer\n", e->log);
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_model *model,
+                              selsync_engine **out, char *err, size_t errlen)
+{
+    const selsync_comm_ops *ops = comm ? comm->ops : NULL;
+    selsync_engine *e;
+    selsync_status st;
+    size_t n_trained = 0, n_stat = 0, w;
+
+    if (err && errlen) err[0] = '\0';
+    if (out) *out = NULL;
+    if (!cfg || !comm || !model || !out)
+        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_create: NULL argument");
+    if (!ops || !ops->rank || !ops->size || !ops->any || !ops->sum_f32 || !ops->bytes_sent)
+        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator lacks an operation the engine needs");
+    if ((st = check_cfg(cfg, err, errlen)) != SELSYNC_OK) return st;
+    if ((st = check_model(model, err, errlen)) != SELSYNC_OK) return st;
+    int rank = ops->rank(comm->ctx), world = ops->size(comm->ctx);
+    if (world < 1 || rank < 0 || rank >= world)
+        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
+    if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
+    for (size_t i = 0; i < model->n_tensors; i++) {
+        const selsync_tensor *t = &model->tensors[i];
+        size_t *sum = t->kind == SELSYNC_TENSOR_TRAINED ? &n_trained : &n_stat;
+        if (*sum > SIZE_MAX / sizeof(float) / 2 - t->count)
+            return fail(err, errlen, SELSYNC_EINVAL, "[selsync] model too large");
+        *sum += t->count;
+    }
+
+    if (!(e = calloc(1, sizeof *e))) goto nomem;
+    e->cfg = *cfg;
+    e->cfg.log[sizeof e->cfg.log - 1] = '\0';
+    e->comm = *comm;
+    e->nt = model->n_tensors;
+    e->n_layers = model->n_layers;
+    e->n_groups = cfg->granularity == SELSYNC_GRANULARITY_LAYER ? model->n_layers : 1;
+    e->n_track = e->n_groups + (e->n_groups > 1);
+    e->rank = rank;
+    e->world = world;
+    e->keep = 1.0 - selsync_config_smoothing(cfg, world);
+    e->fused_n = n_trained + (cfg->sync_bn_stats ? n_stat : 0);
+    e->ratio = 2.0 * (world - 1) / world;
+    w = (size_t)cfg->window;
+    if (e->n_track > SIZE_MAX / sizeof(double) / w) goto nomem;
+    e->t = malloc(e->nt * sizeof *e->t);
+    e->ring = calloc(e->n_track * w, sizeof *e->ring);
+    e->sq = calloc(e->n_track, sizeof *e->sq);
+    e->prev = calloc(e->n_track, sizeof *e->prev);
+    e->active = calloc(e->n_groups, 1);
+    e->flags = calloc(e->n_groups, 1);
+    e->chosen = calloc(e->n_layers, 1);
+    e->payload = calloc(e->n_layers, 1);
+    e->perm = calloc((size_t)world, sizeof *e->perm);
+    e->fused = malloc(e->fused_n * sizeof *e->fused);
+    e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
+    if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
+        !e->perm || (!e->fused && e->fused_n) || (model->grad_keeps_residual && !e->snap && n_trained))
+        goto nomem;
+    memcpy(e->t, model->tensors, e->nt * sizeof *e->t);
+    for (size_t i = 0; i < e->nt; i++) {
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) e->active[e->n_groups > 1 ? e->t[i].layer : 0] = 1;
+        if (syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
+    }
+    if (cfg->log[0] && (st = open_log(e, err, errlen)) != SELSYNC_OK) {
+        selsync_destroy(e);
+        return st;
+    }
+    e->t_mark = now();
+    *out = e;
+    return SELSYNC_OK;
+nomem:
+    selsync_destroy(e);
+    return fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory creating the engine");
+}
+
+void selsync_destroy(selsync_engine *e)
+{
+    if (!e) return;
+    if (e->log) fclose(e->log);
+    free(e->t);
+    free(e->ring);
+    free(e->sq);
+    free(e->prev);
+    free(e->active);
+    free(e->flags);
+    free(e->chosen);
+    free(e->payload);
+    free(e->perm);
+    free(e->fused);
+    free(e->snap);
+    free(e);
+}
+
+/* ---- one step ---- */
+
+/* Norms, smoothing, change and local flags of this step (top comment). */
+static void measure(selsync_engine *e)
+{
+    size_t w = (size_t)e->cfg.window, off = 0, slot = (size_t)(e->step % w);
+    size_t m = e->step < w ? (size_t)e->step + 1 : w, whole = e->n_track - 1;
+
+    memset(e->sq, 0, e->n_track * sizeof *e->sq);
+    for (size_t i = 0; i < e->nt; i++) {
+        const selsync_tensor *t = &e->t[i];
+        double s = 0;
+        if (t->kind != SELSYNC_TENSOR_TRAINED) continue;
+        for (size_t j = 0; j < t->count; j++) {
+            double v = (double)t->grad[j] - (e->snap ? (double)e->snap[off + j] : 0.0);
+            s += v * v;
+        }
+        off += t->count;
+        e->sq[e->n_groups > 1 ? t->layer : 0] += s;
+    }
+    if (e->n_track > e->n_groups)
+        for (size_t g = 0; g < e->n_groups; g++) e->sq[whole] += e->sq[g];
+
+    e->cur.local_flag = 0;
+    for (size_t k = 0; k < e->n_track; k++) {
+        double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;
+        if (k < e->n_groups && !e->active[k]) { e->flags[k] = 0; continue; }
+        ring[slot] = e->sq[k];
+        for (size_t i = 0; i < m && wt > 0; i++, wt *= e->keep) { /* wt > 0: no 0 * inf */
+            num += wt * ring[(slot + w - i) % w];
+            den += wt;
+        }
+        s = num / den;
+        change = e->step == 0 || e->prev[k] == 0 || !isfinite(e->prev[k]) || !isfinite(s)
+                     ? INFINITY : fabs(s - e->prev[k]) / fabs(e->prev[k]);
+        e->prev[k] = s;
+        if (k < e->n_groups) {
+            e->flags[k] = change >= e->cfg.delta;
+            e->cur.local_flag |= e->flags[k];
+        }
+        if (k == whole) {
+            e->cur.grad_norm = e->sq[k];
+            e->cur.smoothed = s;
+            e->cur.change = change;
+        }
+    }
+}
+
+/* FedAvg with C < 1: returns k and sets e->member (top comment). */
+static int fedavg_members(selsync_engine *e)
+{
+    int k = (int)floor(e->cfg.fedavg_fraction * e->world + 0.5);
+    selsync_rng r = selsync_rng_stream(e->cfg.seed, 0xfed, e->step);
+    k = k < 1 ? 1 : k > e->world ? e->world : k;
+    e->member = k == e->world;
+    if (k == e->world) return k;
+    for (int i = 0; i < e->world; i++) e->perm[i] = i;
+    for (int i = 0; i < k; i++) {
+        int j = i + (int)selsync_rng_below(&r, (uint64_t)(e->world - i)), x = e->perm[i];
+        e->perm[i] = e->perm[j];
+        e->perm[j] = x;
+        e->member |= e->perm[i] == e->rank;
+    }
+    return k;
+}
+
+/* Fills e->chosen, e->member and e->scale for this step. */
+static selsync_status decide(selsync_engine *e)
+{
+    int all = 0, k = e->world;
+    e->member = 1;
+    memset(e->chosen, 0, e->n_layers);
+    switch (e->cfg.method) {
+    case SELSYNC_METHOD_SELSYNC: {
+        double t0 = now();
+        selsync_status st;
+        if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
+        st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups);
+        e->cur.t_agree = now() - t0;
+        if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", e->n_groups);
+        for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
+        break;
+    }
+    case SELSYNC_METHOD_BSP: all = 1; break;
+    case SELSYNC_METHOD_FEDAVG:
+        if ((e->step + 1) % (uint64_t)e->cfg.fedavg_interval == 0) { all = 1; k = fedavg_members(e); }
+        break;
+    default: break; /* local: only selsync_finish averages */
+    }
+    if (all) memset(e->chosen, 1, e->n_layers);
+    e->scale = 1.0f / (float)k;
+    e->cur.layers_synced = 0;
+    for (size_t l = 0; l < e->n_layers; l++) e->cur.layers_synced += e->chosen[l] && e->payload[l];
+    e->cur.decision = e->cur.layers_synced ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP;
+    return SELSYNC_OK;
+}
+
+/* Packs the grads (else params) of the trained tensors, and the params of the
+ * STAT tensors when sync_bn_stats, of the chosen layers into the fused
+ * buffer (zeros unless member), sums it over the ranks, multiplies by scale
+ * and unpacks. Adds its time to *t. */
+static selsync_status transfer(selsync_engine *e, int grads, int member, float scale, double *t)
+{
+    double t0 = now();
+    size_t n = 0;
+    uint64_t b0;
+    selsync_status st;
+
+    for (size_t i = 0; i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+        if (member) memcpy(e->fused + n, grads && x->grad ? x->grad : x->param, x->count * sizeof(float));
+        else memset(e->fused + n, 0, x->count * sizeof(float));
+        n += x->count;
+    }
+    if (n == 0) return SELSYNC_OK;
+    b0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    if ((st = e->comm.ops->sum_f32(e->comm.ctx, e->fused, n)) != SELSYNC_OK)
+        return comm_failed(e, st, "sum_f32", n);
+    if (n >= e->ratio_n) { /* the largest transfer: a full one once there was one */
+        e->ratio = (double)(e->comm.ops->bytes_sent(e->comm.ctx) - b0) / ((double)n * sizeof(float));
+        e->ratio_n = n;
+    }
+    n = 0;
+    for (size_t i = 0; i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        float *dst = grads && x->grad ? x->grad : x->param;
+        if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+        for (size_t j = 0; j < x->count; j++) dst[j] = e->fused[n + j] * scale;
+        n += x->count;
+    }
+    *t += now() - t0;
+    return SELSYNC_OK;
+}
+
+static selsync_status check(selsync_engine *e, int in_step)
+{
+    if (e->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
+    if (e->in_step != in_step)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": %s", e->step,
+                     in_step ? "selsync_after_update without a preceding selsync_before_update"
+                             : "selsync_before_update or selsync_finish in the middle of a step");
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_before_update(selsync_engine *e, double loss, double learning_rate)
+{
+    selsync_status st;
+    double t0 = now();
+
+    if (!e) return SELSYNC_EINVAL;
+    if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    memset(&e->cur, 0, sizeof e->cur);
+    e->cur.step = e->step;
+    e->cur.loss = loss;
+    e->cur.learning_rate = learning_rate;
+    e->cur.t_compute = t0 - e->t_mark;
+    e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    measure(e);
+    e->cur.t_measure = now() - t0;
+    if ((st = decide(e)) != SELSYNC_OK) return st;
+    if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
+        (st = transfer(e, 1, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        return st;
+    e->in_step = 1;
+    return SELSYNC_OK;
+}
+
+static int write_line(FILE *f, const selsync_step *s)
+{
+    char change[32] = "inf";
+    if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
+    return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\n",
+                   s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
+                   s->decision == SELSYNC_SYNC_STEP ? "sync" : "local", s->layers_synced, s->bytes_sent,
+                   s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ? -1 : 0;
+}
+
+static selsync_status log_failed(selsync_engine *e)
+{
+    return EFAIL(e, SELSYNC_EIO, "[selsync] writing metrics file '%s' failed: %s", e->log_path, strerror(errno));
+}
+
+selsync_status selsync_after_update(selsync_engine *e)
+{
+    selsync_status st;
+    int bad_log = 0;
+
+    if (!e) return SELSYNC_EINVAL;
+    if ((st = check(e, 1)) != SELSYNC_OK) return st;
+    e->in_step = 0;
+    if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP &&
+        (st = transfer(e, 0, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        return st;
+    if (e->snap) { /* the residual the host left for the next step */
+        double t0 = now();
+        size_t off = 0;
+        for (size_t i = 0; i < e->nt; i++)
+            if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) {
+                memcpy(e->snap + off, e->t[i].grad, e->t[i].count * sizeof(float));
+                off += e->t[i].count;
+            }
+        e->cur.t_measure += now() - t0;
+    }
+    e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
+    e->last = e->cur;
+    e->has_last = 1;
+    e->tot.steps++;
+    e->tot.synced_steps += e->cur.decision == SELSYNC_SYNC_STEP;
+    e->tot.bytes_sent += e->cur.bytes_sent;
+    e->tot.t_compute += e->cur.t_compute;
+    e->tot.t_measure += e->cur.t_measure;
+    e->tot.t_agree += e->cur.t_agree;
+    e->tot.t_transfer += e->cur.t_transfer;
+    if (e->log) {
+        bad_log = write_line(e->log, &e->cur) != 0;
+        if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
+    }
+    e->step++;
+    e->t_mark = now();
+    return bad_log ? log_failed(e) : SELSYNC_OK;
+}
+
+/* One average of every param (STAT ones when sync_bn_stats); its bytes and
+ * time go into the totals, not into a step. */
+selsync_status selsync_finish(selsync_engine *e)
+{
+    selsync_status st;
+    uint64_t b0;
+
+    if (!e) return SELSYNC_EINVAL;
+    if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    b0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    memset(e->chosen, 1, e->n_layers);
+    st = transfer(e, 0, 1, 1.0f / (float)e->world, &e->tot.t_transfer);
+    e->tot.bytes_sent += e->comm.ops->bytes_sent(e->comm.ctx) - b0;
+    if (st != SELSYNC_OK) return st;
+    if (e->log && fflush(e->log) != 0) return log_failed(e);
+    return SELSYNC_OK;
+}
+
+/* ---- queries ---- */
+
+const selsync_step *selsync_last_step(const selsync_engine *e)
+{
+    return e && e->has_last ? &e->last : NULL;
+}
+
+void selsync_get_totals(const selsync_engine *e, selsync_totals *out)
+{
+    if (!out) return;
+    memset(out, 0, sizeof *out);
+    if (!e) return;
+    *out = e->tot;
+    out->bsp_bytes = (uint64_t)((double)e->tot.steps * (double)e->fused_n * sizeof(float) * e->ratio + 0.5);
+}
+
+const char *selsync_engine_error(const selsync_engine *e)
+{
+    return e ? e->err : "[selsync] no engine (NULL)";
+}

@@ -1,0 +1,406 @@
+/* The MPI transport: see comm_mpi.h for the contract, the algorithms and
+ * the bytes_sent estimates. The only file of the project that includes
+ * mpi.h. One module-wide context: MPI_COMM_WORLD exists once per process. */
+#include "comm_mpi.h"
+
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#define DEFAULT_CHUNK_BYTES ((size_t)1 << 30)
+/* Arrays not divisible by the rank count up to this size are copied into a
+ * padded scratch and reduced in one reduce-scatter + allgather; larger ones
+ * run their divisible head in place and only the tail (< size elements)
+ * through the scratch, which saves two copies of the array. */
+#define SMALL_PADDED_BYTES ((size_t)64 << 10)
+
+typedef struct mpi_ctx {
+    MPI_Comm comm;
+    int rank, size;
+    int active;          /* comm is live */
+    int own_init;        /* we called MPI_Init_thread */
+    int atexit_done;     /* handler registered */
+    volatile int aborting;
+    float *scratch;      /* sum_f32 scratch, kept between calls */
+    size_t scratch_cap;  /* in floats */
+    size_t chunk_bytes;  /* cap on bytes per MPI call */
+    uint64_t bytes;      /* bytes_sent estimate */
+    char last_error[MPI_MAX_ERROR_STRING + 160];
+} mpi_ctx;
+
+static mpi_ctx g = {
+    .comm = MPI_COMM_NULL,
+    .rank = 0,
+    .size = 1,
+    .chunk_bytes = DEFAULT_CHUNK_BYTES,
+};
+
+static void set_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g.last_error, sizeof g.last_error, fmt, ap);
+    va_end(ap);
+}
+
+static selsync_status mpi_fail(const char *call, int rc)
+{
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) {
+        snprintf(text, sizeof text, "MPI error code %d", rc);
+    } else {
+        text[len < MPI_MAX_ERROR_STRING ? len : MPI_MAX_ERROR_STRING - 1] = '\0';
+    }
+    set_error("%s failed on rank %d: %s", call, g.rank, text);
+    return SELSYNC_ECOMM;
+}
+
+static void copy_err(char *err, size_t errlen, const char *msg)
+{
+    if (err && errlen) snprintf(err, errlen, "%s", msg);
+}
+
+static selsync_status check_live(void *ctx, const void *buf, size_t n, const char *op)
+{
+    if (ctx != &g || !g.active) {
+        set_error("%s: MPI communicator used while not active (after selsync_mpi_finalize?)", op);
+        return SELSYNC_ESTATE;
+    }
+    if (!buf && n) {
+        set_error("%s: NULL buffer with %zu elements", op, n);
+        return SELSYNC_EINVAL;
+    }
+    return SELSYNC_OK;
+}
+
+/* Elements of esize bytes per MPI call: >= 1, <= INT_MAX, <= chunk_bytes. */
+static size_t chunk_elems(size_t esize)
+{
+    size_t c = g.chunk_bytes / esize;
+    if (c > (size_t)INT_MAX) c = (size_t)INT_MAX;
+    return c ? c : 1;
+}
+
+/* Estimated bytes this rank sends in a reduce-scatter + allgather (or ring
+ * allreduce) of count elements of esize bytes. */
+static uint64_t ring_bytes(size_t count, size_t esize)
+{
+    size_t p = (size_t)g.size;
+    size_t block = (count + p - 1) / p;
+    return 2u * (uint64_t)(p - 1) * (uint64_t)block * (uint64_t)esize;
+}
+
+static int comm_rank(void *ctx)
+{
+    (void)ctx;
+    return g.rank;
+}
+
+static int comm_size(void *ctx)
+{
+    (void)ctx;
+    return g.size;
+}
+
+static selsync_status reserve_scratch(size_t floats)
+{
+    if (floats <= g.scratch_cap) return SELSYNC_OK;
+    free(g.scratch);
+    g.scratch = malloc(floats * sizeof(float));
+    if (!g.scratch) {
+        g.scratch_cap = 0;
+        set_error("sum_f32: cannot allocate %zu bytes of scratch on rank %d",
+                  floats * sizeof(float), g.rank);
+        return SELSYNC_ENOMEM;
+    }
+    g.scratch_cap = floats;
+    return SELSYNC_OK;
+}
+
+/* n divisible by size, n / size <= INT_MAX: reduce-scatter from buf into the
+ * scratch block, allgather the blocks back into buf. */
+static selsync_status rs_ag_direct(float *buf, size_t n)
+{
+    size_t block = n / (size_t)g.size;
+    selsync_status s = reserve_scratch(block);
+    if (s != SELSYNC_OK) return s;
+    int rc = MPI_Reduce_scatter_block(buf, g.scratch, (int)block, MPI_FLOAT, MPI_SUM, g.comm);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_scatter_block", rc);
+    rc = MPI_Allgather(g.scratch, (int)block, MPI_FLOAT, buf, (int)block, MPI_FLOAT, g.comm);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allgather", rc);
+    g.bytes += ring_bytes(n, sizeof(float));
+    return SELSYNC_OK;
+}
+
+/* Any n (ceil(n / size) <= INT_MAX): copied into a zero-padded scratch of
+ * block * size floats, followed by the block that receives the reduction. */
+static selsync_status rs_ag_padded(float *buf, size_t n)
+{
+    size_t p = (size_t)g.size;
+    size_t block = (n + p - 1) / p;
+    size_t padded = block * p;
+    selsync_status s = reserve_scratch(padded + block);
+    if (s != SELSYNC_OK) return s;
+    float *all = g.scratch, *mine = g.scratch + padded;
+    memcpy(all, buf, n * sizeof(float));
+    memset(all + n, 0, (padded - n) * sizeof(float));
+    int rc = MPI_Reduce_scatter_block(all, mine, (int)block, MPI_FLOAT, MPI_SUM, g.comm);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_scatter_block", rc);
+    rc = MPI_Allgather(mine, (int)block, MPI_FLOAT, all, (int)block, MPI_FLOAT, g.comm);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allgather", rc);
+    memcpy(buf, all, n * sizeof(float));
+    g.bytes += ring_bytes(padded, sizeof(float));
+    return SELSYNC_OK;
+}
+
+static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
+{
+    selsync_status s = check_live(ctx, buf, n, "sum_f32");
+    if (s != SELSYNC_OK || n == 0 || g.size == 1) return s;
+    size_t p = (size_t)g.size;
+    /* Per pair of calls: a multiple of p elements, block <= INT_MAX. */
+    size_t block_max = chunk_elems(sizeof(float)) / p;
+    if (block_max == 0) block_max = 1;
+    size_t chunk = block_max * p;
+    size_t small = SMALL_PADDED_BYTES / sizeof(float);
+    for (size_t pos = 0; pos < n;) {
+        size_t piece = n - pos < chunk ? n - pos : chunk;
+        size_t tail = piece % p;  /* non-zero only in the last piece */
+        if (tail == 0) {
+            s = rs_ag_direct(buf + pos, piece);
+        } else if (piece <= small) {
+            s = rs_ag_padded(buf + pos, piece);
+        } else {
+            s = rs_ag_direct(buf + pos, piece - tail);
+            if (s == SELSYNC_OK) s = rs_ag_padded(buf + pos + piece - tail, tail);
+        }
+        if (s != SELSYNC_OK) return s;
+        pos += piece;
+    }
+    return SELSYNC_OK;
+}
+
+static selsync_status allreduce_chunks(void *buf, size_t n, size_t esize, MPI_Datatype type,
+                                       MPI_Op op)
+{
+    if (n == 0 || g.size == 1) return SELSYNC_OK;
+    size_t step = chunk_elems(esize);
+    for (size_t pos = 0; pos < n; pos += step) {
+        size_t cnt = n - pos < step ? n - pos : step;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + pos * esize, (int)cnt, type, op, g.comm);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allreduce", rc);
+        g.bytes += ring_bytes(cnt, esize);
+    }
+    return SELSYNC_OK;
+}
+
+static selsync_status comm_any(void *ctx, uint8_t *flags, size_t n)
+{
+    selsync_status s = check_live(ctx, flags, n, "any");
+    if (s != SELSYNC_OK) return s;
+    return allreduce_chunks(flags, n, sizeof(uint8_t), MPI_UINT8_T, MPI_BOR);
+}
+
+static selsync_status comm_sum_f64(void *ctx, double *buf, size_t n)
+{
+    selsync_status s = check_live(ctx, buf, n, "sum_f64");
+    if (s != SELSYNC_OK) return s;
+    return allreduce_chunks(buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
+}
+
+/* Children of this rank in the binomial broadcast tree rooted at root. */
+static unsigned binomial_children(int root)
+{
+    unsigned p = (unsigned)g.size;
+    unsigned v = ((unsigned)g.rank + p - (unsigned)root) % p;
+    unsigned children = 0;
+    for (unsigned mask = 1; mask < p && !(v & mask); mask <<= 1) {
+        if (v + mask < p) ++children;
+    }
+    return children;
+}
+
+static selsync_status comm_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+    selsync_status s = check_live(ctx, buf, bytes, "bcast");
+    if (s != SELSYNC_OK) return s;
+    if (root < 0 || root >= g.size) {
+        set_error("bcast: root %d out of range [0, %d)", root, g.size);
+        return SELSYNC_EINVAL;
+    }
+    if (bytes == 0 || g.size == 1) return SELSYNC_OK;
+    size_t step = chunk_elems(1);
+    for (size_t pos = 0; pos < bytes; pos += step) {
+        size_t cnt = bytes - pos < step ? bytes - pos : step;
+        int rc = MPI_Bcast((char *)buf + pos, (int)cnt, MPI_BYTE, root, g.comm);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Bcast", rc);
+    }
+    g.bytes += (uint64_t)binomial_children(root) * (uint64_t)bytes;
+    return SELSYNC_OK;
+}
+
+static uint64_t comm_bytes_sent(void *ctx)
+{
+    (void)ctx;
+    return g.bytes;
+}
+
+static void comm_abort(void *ctx, int code, const char *message)
+{
+    (void)ctx;
+    g.aborting = 1;
+    fprintf(stderr, "selsync: rank %d: %s\n", g.rank, message ? message : "aborting");
+    fflush(stderr);
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
+    /* Not reached with MPI running; without it there is nobody to tell. */
+    _Exit(code ? code : 1);
+}
+
+static const selsync_comm_ops mpi_ops = {
+    .name = "mpi",
+    .rank = comm_rank,
+    .size = comm_size,
+    .any = comm_any,
+    .sum_f32 = comm_sum_f32,
+    .sum_f64 = comm_sum_f64,
+    .bcast = comm_bcast,
+    .bytes_sent = comm_bytes_sent,
+    .abort = comm_abort,
+};
+
+static void at_exit_handler(void)
+{
+    if (!g.active || g.aborting) return;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (fin) return;
+    g.aborting = 1;
+    fprintf(stderr, "selsync: rank %d exited without finishing; aborting the job\n", g.rank);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+static int launched_by_mpi(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; ++i) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return 1;
+    }
+    return 0;
+}
+
+selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char *err,
+                                size_t errlen)
+{
+    copy_err(err, errlen, "");
+    if (!out) {
+        copy_err(err, errlen, "selsync_mpi_init: NULL out");
+        return SELSYNC_EINVAL;
+    }
+    if (g.active) {
+        out->ops = &mpi_ops;
+        out->ctx = &g;
+        return SELSYNC_OK;
+    }
+    if (!launched_by_mpi()) {
+        *out = selsync_comm_single();
+        return SELSYNC_OK;
+    }
+    int init = 0, fin = 0, rc;
+    MPI_Finalized(&fin);
+    if (fin) {
+        set_error("selsync_mpi_init: MPI was already finalised");
+        copy_err(err, errlen, g.last_error);
+        return SELSYNC_ESTATE;
+    }
+    MPI_Initialized(&init);
+    int provided = MPI_THREAD_SINGLE;
+    if (!init) {
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        if (rc != MPI_SUCCESS) {
+            mpi_fail("MPI_Init_thread", rc);
+            copy_err(err, errlen, g.last_error);
+            return SELSYNC_ECOMM;
+        }
+        g.own_init = 1;
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    if (provided < MPI_THREAD_FUNNELED) {
+        set_error("MPI provides thread level %d, less than MPI_THREAD_FUNNELED (%d)", provided,
+                  MPI_THREAD_FUNNELED);
+        copy_err(err, errlen, g.last_error);
+        if (g.own_init) {
+            MPI_Finalize();
+            g.own_init = 0;
+        }
+        return SELSYNC_ECOMM;
+    }
+    rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.comm);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(g.comm, &g.rank);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(g.comm, &g.size);
+    if (rc != MPI_SUCCESS) {
+        mpi_fail("MPI communicator setup", rc);
+        copy_err(err, errlen, g.last_error);
+        if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
+        if (g.own_init) {
+            MPI_Finalize();
+            g.own_init = 0;
+        }
+        return SELSYNC_ECOMM;
+    }
+    g.active = 1;
+    g.aborting = 0;
+    g.bytes = 0;
+    /* Registered after MPI_Init_thread, so it runs before anything MPI
+     * registered during initialisation. */
+    if (!g.atexit_done && atexit(at_exit_handler) == 0) g.atexit_done = 1;
+    out->ops = &mpi_ops;
+    out->ctx = &g;
+    return SELSYNC_OK;
+}
+
+void selsync_mpi_finalize(void)
+{
+    if (!g.active) return;
+    g.active = 0;
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+        MPI_Comm_free(&g.comm);
+        if (g.own_init) MPI_Finalize();
+    }
+    g.comm = MPI_COMM_NULL;
+    g.own_init = 0;
+    free(g.scratch);
+    g.scratch = NULL;
+    g.scratch_cap = 0;
+}
+
+int selsync_mpi_active(void)
+{
+    return g.active;
+}
+
+const char *selsync_mpi_last_error(void)
+{
+    return g.last_error;
+}
+
+size_t selsync_mpi_set_chunk_bytes(size_t bytes)
+{
+    size_t prev = g.chunk_bytes;
+    g.chunk_bytes = bytes ? bytes : DEFAULT_CHUNK_BYTES;
+    return prev;
+}

@@ -1,0 +1,514 @@
+/* Multi-rank test of the MPI transport (plugin/mpi/comm_mpi.c).
+ *
+ * Usage:
+ *   mpirun -np N test_comm_mpi        all checks; every check's verdict is
+ *       combined over the ranks (MPI_Allreduce MIN), so a failure on one rank
+ *       cannot leave another waiting; rank 0 prints "ok"/"FAIL" per check and
+ *       "P passed, F failed"; every rank exits 1 if any check failed anywhere.
+ *       A watchdog (SIGALRM, 120 s, or TEST_COMM_MPI_TIMEOUT seconds) ends a
+ *       stuck rank with exit code 124, which makes mpirun end the job.
+ *   test_comm_mpi --single             without a launcher: selsync_mpi_init
+ *       must return the single-process communicator and leave MPI alone.
+ *   mpirun -np N test_comm_mpi --exit-rank R
+ *       rank R calls exit(3) while the others wait in sum_f32; the job must
+ *       end (mpirun non-zero) instead of hanging. No watchdog in this mode.
+ *   mpirun -np N test_comm_mpi --abort-rank R
+ *       rank R calls the communicator's abort(5, "test abort") while the
+ *       others wait in sum_f32: mpirun must return 5 and stderr hold
+ *       "selsync: rank R: test abort". No watchdog in this mode. */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "comm_mpi.h"
+
+static int g_rank, g_size;
+static int n_pass, n_fail;
+static selsync_comm C;
+
+/* --- helpers ------------------------------------------------------------- */
+
+static void note(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const char *name, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "rank %d: %s: ", g_rank, name);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+/* Combines the ranks' verdicts; every rank calls it for every check. */
+static void check(const char *name, int ok_local)
+{
+    int ok_all = 0;
+    ok_local = ok_local ? 1 : 0;
+    MPI_Allreduce(&ok_local, &ok_all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (ok_all) ++n_pass; else ++n_fail;
+    if (g_rank == 0) {
+        printf("%s %s\n", ok_all ? "ok  " : "FAIL", name);
+        fflush(stdout);
+    }
+}
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Rank r's input i: uniform in [-1, 1) times 1..7, depends on r. */
+static float input(int r, size_t i, uint64_t seed)
+{
+    uint64_t h = splitmix64(seed ^ ((uint64_t)r << 40) ^ (uint64_t)i);
+    float u = (float)((double)(h >> 40) / 16777216.0 * 2.0 - 1.0);
+    return u * (float)(1 + i % 7);
+}
+
+static uint64_t fnv1a(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 1099511628211ull;
+    return h;
+}
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_comm_mpi: watchdog expired, exiting with 124\n";
+    ssize_t w = write(2, msg, sizeof msg - 1);
+    (void)w;
+    _exit(124);
+}
+
+/* --- checks -------------------------------------------------------------- */
+
+/* sum_f32 of n elements: accuracy against a double reference, and identical
+ * bits on all ranks (hash min == max, and memcmp against rank 0's result). */
+static void check_sum_f32(size_t n, uint64_t seed, const char *label)
+{
+    char name[160];
+    snprintf(name, sizeof name, "sum_f32 n=%zu%s", n, label);
+    float *buf = malloc((n ? n : 1) * sizeof(float));
+    float *ref0 = malloc((n ? n : 1) * sizeof(float));
+    if (!buf || !ref0) {
+        note(name, "out of memory");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t i = 0; i < n; ++i) buf[i] = input(g_rank, i, seed);
+    selsync_status s = C.ops->sum_f32(C.ctx, buf, n);
+    int ok = s == SELSYNC_OK;
+    if (!ok) note(name, "status %s: %s", selsync_status_str(s), selsync_mpi_last_error());
+    size_t bad = 0;
+    double worst = 0;
+    for (size_t i = 0; ok && i < n; ++i) {
+        double ref = 0, mag = 0;
+        for (int r = 0; r < g_size; ++r) {
+            double x = input(r, i, seed);
+            ref += x;
+            mag += fabs(x);
+        }
+        double e = fabs((double)buf[i] - ref);
+        if (!(e <= 1e-6 * mag + 1e-30)) {
+            if (!bad) note(name, "element %zu: got %.9g, want %.9g", i, buf[i], ref);
+            ++bad;
+        }
+        if (mag > 0 && e / mag > worst) worst = e / mag;
+    }
+    if (bad) {
+        note(name, "%zu elements off (worst relative error %.3g)", bad, worst);
+        ok = 0;
+    }
+    check(name, ok);
+
+    /* Identity: hash min/max over ranks, then rank 0's bits broadcast. */
+    uint64_t h = fnv1a(buf, n * sizeof(float)), hmin = 0, hmax = 0;
+    MPI_Allreduce(&h, &hmin, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&h, &hmax, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (n) memcpy(ref0, buf, n * sizeof(float));
+    MPI_Bcast(ref0, (int)n, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    int same = memcmp(ref0, buf, n * sizeof(float)) == 0;
+    if (!same) note(name, "result differs from rank 0's bits");
+    snprintf(name, sizeof name, "sum_f32 n=%zu%s bitwise identical on all ranks", n, label);
+    check(name, hmin == hmax && same);
+    free(buf);
+    free(ref0);
+}
+
+static void check_any(void)
+{
+    /* Flag i is set on rank i % (size + 1) only, so on no rank when that is
+     * size; one flag set on the last rank only. */
+    enum { N = 37 };
+    uint8_t f[N];
+    for (int i = 0; i < N; ++i) f[i] = (i % (g_size + 1)) == g_rank;
+    selsync_status s = C.ops->any(C.ctx, f, N);
+    int ok = s == SELSYNC_OK;
+    for (int i = 0; ok && i < N; ++i) {
+        uint8_t want = (i % (g_size + 1)) != g_size;
+        if (f[i] != want) {
+            note("any", "flag %d: got %u, want %u", i, f[i], want);
+            ok = 0;
+        }
+    }
+    check("any: ORs flags set on single ranks", ok);
+
+    uint8_t one = g_rank == g_size - 1;
+    s = C.ops->any(C.ctx, &one, 1);
+    check("any: a flag set on the last rank only reaches all", s == SELSYNC_OK && one == 1);
+
+    uint8_t none = 0;
+    s = C.ops->any(C.ctx, &none, 1);
+    check("any: no flag set stays 0", s == SELSYNC_OK && none == 0);
+
+    /* Chunked: 1000-byte calls over 10007 flags. */
+    size_t n = 10007;
+    uint8_t *g = malloc(n);
+    ok = g != NULL;
+    if (ok) {
+        for (size_t i = 0; i < n; ++i) g[i] = (i % 1009) == (size_t)g_rank;
+    }
+    size_t prev = selsync_mpi_set_chunk_bytes(1000);
+    s = ok ? C.ops->any(C.ctx, g, n) : SELSYNC_ENOMEM;
+    selsync_mpi_set_chunk_bytes(prev);
+    ok = ok && s == SELSYNC_OK;
+    for (size_t i = 0; ok && i < n; ++i) {
+        if (g[i] != ((i % 1009) < (size_t)g_size)) {
+            note("any chunked", "flag %zu wrong", i);
+            ok = 0;
+        }
+    }
+    check("any: chunked (1000-byte calls, n=10007)", ok);
+    free(g);
+}
+
+static void check_sum_f64(void)
+{
+    double v[5];
+    for (int i = 0; i < 5; ++i) v[i] = (g_rank + 1.0) * (i + 1) + 0.5;
+    selsync_status s = C.ops->sum_f64(C.ctx, v, 5);
+    int ok = s == SELSYNC_OK;
+    for (int i = 0; ok && i < 5; ++i) {
+        double want = (i + 1) * g_size * (g_size + 1) / 2.0 + 0.5 * g_size;
+        if (v[i] != want) {
+            note("sum_f64", "element %d: got %g, want %g", i, v[i], want);
+            ok = 0;
+        }
+    }
+    check("sum_f64", ok);
+
+    for (int i = 0; i < 5; ++i) v[i] = g_rank == 0 ? 1e300 : -1.0 * i;
+    size_t prev = selsync_mpi_set_chunk_bytes(16);
+    s = C.ops->sum_f64(C.ctx, v, 5);
+    selsync_mpi_set_chunk_bytes(prev);
+    ok = s == SELSYNC_OK;
+    for (int i = 0; ok && i < 5; ++i) {
+        double want = 1e300 + (g_size - 1) * (-1.0 * i);
+        if (v[i] != want) ok = 0;
+    }
+    check("sum_f64: chunked (2 doubles per call)", ok);
+}
+
+static void check_bcast(size_t bytes, int root, size_t chunk, const char *label)
+{
+    char name[160];
+    snprintf(name, sizeof name, "bcast %zu bytes from root %d%s", bytes, root, label);
+    unsigned char *b = malloc(bytes);
+    int ok = b != NULL;
+    if (ok) {
+        for (size_t i = 0; i < bytes; ++i)
+            b[i] = g_rank == root ? (unsigned char)(i * 131u + (unsigned)root * 7u + 1u) : 0xEE;
+    }
+    size_t prev = selsync_mpi_set_chunk_bytes(chunk);
+    selsync_status s = ok ? C.ops->bcast(C.ctx, b, bytes, root) : SELSYNC_ENOMEM;
+    selsync_mpi_set_chunk_bytes(prev);
+    if (s != SELSYNC_OK) note(name, "status %s: %s", selsync_status_str(s), selsync_mpi_last_error());
+    ok = ok && s == SELSYNC_OK;
+    for (size_t i = 0; ok && i < bytes; ++i) {
+        if (b[i] != (unsigned char)(i * 131u + (unsigned)root * 7u + 1u)) {
+            note(name, "byte %zu wrong", i);
+            ok = 0;
+        }
+    }
+    check(name, ok);
+    free(b);
+}
+
+static unsigned ceil_log2(unsigned p)
+{
+    unsigned k = 0;
+    while ((1u << k) < p) ++k;
+    return k;
+}
+
+static void check_bytes_sent(void)
+{
+    uint64_t P = (uint64_t)g_size;
+    uint64_t before, d;
+    int ok;
+
+    /* sum_f32, n divisible by size: 2 (N-1)/N * S. */
+    size_t n = (size_t)g_size * 1000;
+    float *f = calloc(n, sizeof(float));
+    before = C.ops->bytes_sent(C.ctx);
+    selsync_status s = f ? C.ops->sum_f32(C.ctx, f, n) : SELSYNC_ENOMEM;
+    d = C.ops->bytes_sent(C.ctx) - before;
+    ok = s == SELSYNC_OK && d == 2 * (P - 1) * 1000 * sizeof(float);
+    if (!ok) note("bytes_sent sum_f32", "delta %llu", (unsigned long long)d);
+    check("bytes_sent: sum_f32 of S bytes adds 2 (N-1)/N S", ok);
+
+    /* sum_f32, n = size + 1: padded to 2 * size elements. */
+    before = C.ops->bytes_sent(C.ctx);
+    s = f ? C.ops->sum_f32(C.ctx, f, (size_t)g_size + 1) : SELSYNC_ENOMEM;
+    d = C.ops->bytes_sent(C.ctx) - before;
+    ok = s == SELSYNC_OK && d == 2 * (P - 1) * 2 * sizeof(float);
+    if (!ok) note("bytes_sent padded", "delta %llu", (unsigned long long)d);
+    check("bytes_sent: sum_f32 counts padding (n=size+1 -> 2 (N-1) * 2 floats)", ok);
+
+    before = C.ops->bytes_sent(C.ctx);
+    s = C.ops->sum_f32(C.ctx, f, 0);
+    d = C.ops->bytes_sent(C.ctx) - before;
+    check("bytes_sent: sum_f32 n=0 adds nothing", s == SELSYNC_OK && d == 0);
+    free(f);
+
+    /* any of 10 * size flags: ring formula, 1-byte elements. */
+    uint8_t flags[64] = {0};
+    before = C.ops->bytes_sent(C.ctx);
+    s = C.ops->any(C.ctx, flags, (size_t)g_size * 10);
+    d = C.ops->bytes_sent(C.ctx) - before;
+    check("bytes_sent: any adds 2 (N-1)/N S", s == SELSYNC_OK && d == 2 * (P - 1) * 10);
+
+    /* bcast of 1 MiB from root 0: binomial tree; root sends ceil(log2 N) S,
+     * the job (N-1) S. */
+    size_t S = (size_t)1 << 20;
+    unsigned char *b = calloc(S, 1);
+    before = C.ops->bytes_sent(C.ctx);
+    s = b ? C.ops->bcast(C.ctx, b, S, 0) : SELSYNC_ENOMEM;
+    d = C.ops->bytes_sent(C.ctx) - before;
+    uint64_t total = 0;
+    MPI_Allreduce(&d, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    ok = s == SELSYNC_OK && total == (P - 1) * S &&
+         (g_rank != 0 || d == ceil_log2((unsigned)g_size) * (uint64_t)S);
+    if (!ok) note("bytes_sent bcast", "delta %llu, job total %llu", (unsigned long long)d,
+                  (unsigned long long)total);
+    check("bytes_sent: bcast root sends ceil(log2 N) S, job (N-1) S", ok);
+    free(b);
+}
+
+static void check_errors(void)
+{
+    unsigned char b[4] = {0};
+    selsync_status s = C.ops->bcast(C.ctx, b, sizeof b, g_size);
+    int ok = s == SELSYNC_EINVAL && selsync_mpi_last_error()[0] != '\0';
+    s = C.ops->bcast(C.ctx, b, sizeof b, -1);
+    ok = ok && s == SELSYNC_EINVAL;
+    check("bcast: root out of range is SELSYNC_EINVAL (no communication)", ok);
+    s = C.ops->sum_f32(C.ctx, NULL, 3);
+    ok = s == SELSYNC_EINVAL;
+    s = C.ops->sum_f32(C.ctx, NULL, 0);
+    ok = ok && s == SELSYNC_OK;
+    check("sum_f32: NULL with n>0 is SELSYNC_EINVAL, NULL with n=0 is ok", ok);
+}
+
+/* --- modes --------------------------------------------------------------- */
+
+static int launched(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_SIZE");
+}
+
+static int run_single(int *argc, char ***argv)
+{
+    int fails = 0, passes = 0;
+#define SINGLE_CHECK(name, cond)                                         \
+    do {                                                                 \
+        if (cond) { ++passes; printf("ok   %s\n", name); }               \
+        else { ++fails; printf("FAIL %s\n", name); }                     \
+    } while (0)
+    if (launched()) {
+        fprintf(stderr, "test_comm_mpi --single must run without an MPI launcher\n");
+        return 2;
+    }
+    char err[256] = "x";
+    selsync_comm c = {0};
+    selsync_status s = selsync_mpi_init(argc, argv, &c, err, sizeof err);
+    SINGLE_CHECK("init returns ok", s == SELSYNC_OK && err[0] == '\0');
+    selsync_comm single = selsync_comm_single();
+    SINGLE_CHECK("init returns selsync_comm_single()", c.ops == single.ops && c.ctx == single.ctx);
+    SINGLE_CHECK("selsync_mpi_active() == 0", selsync_mpi_active() == 0);
+    int init = 1;
+    MPI_Initialized(&init);
+    SINGLE_CHECK("MPI not initialised", init == 0);
+    if (c.ops) {
+        SINGLE_CHECK("rank 0 of 1", c.ops->rank(c.ctx) == 0 && c.ops->size(c.ctx) == 1);
+        float v[3] = {1.5f, -2.0f, 3.25f};
+        s = c.ops->sum_f32(c.ctx, v, 3);
+        SINGLE_CHECK("sum_f32 is the identity",
+                     s == SELSYNC_OK && v[0] == 1.5f && v[1] == -2.0f && v[2] == 3.25f);
+    }
+    selsync_mpi_finalize();
+    selsync_mpi_finalize();
+    MPI_Initialized(&init);
+    SINGLE_CHECK("finalize leaves MPI alone", init == 0);
+    printf("%d passed, %d failed\n", passes, fails);
+    return fails ? 1 : 0;
+}
+
+static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
+{
+    char err[256];
+    if (selsync_mpi_init(argc, argv, &C, err, sizeof err) != SELSYNC_OK) {
+        fprintf(stderr, "selsync_mpi_init: %s\n", err);
+        return 1;
+    }
+    g_rank = C.ops->rank(C.ctx);
+    g_size = C.ops->size(C.ctx);
+    if (victim < 0 || victim >= g_size) {
+        if (g_rank == 0) fprintf(stderr, "--exit-rank %d: no such rank (size %d)\n", victim, g_size);
+        selsync_mpi_finalize();
+        return 2;
+    }
+    size_t n = 1 << 20;
+    float *buf = calloc(n, sizeof(float));
+    if (!buf) return 1;
+    C.ops->sum_f32(C.ctx, buf, n); /* everybody is up */
+    if (g_rank == victim) {
+        sleep_ms(300);             /* let the others enter the next collective */
+        if (use_abort) {
+            fprintf(stderr, "rank %d: calling abort(5) mid-way\n", g_rank);
+            C.ops->abort(C.ctx, 5, "test abort");
+            fprintf(stderr, "rank %d: abort returned\n", g_rank);
+            return 1;
+        }
+        fprintf(stderr, "rank %d: calling exit(3) mid-way\n", g_rank);
+        exit(3);
+    }
+    fprintf(stderr, "rank %d: waiting in sum_f32\n", g_rank);
+    double t0 = now();
+    selsync_status s = C.ops->sum_f32(C.ctx, buf, n);
+    fprintf(stderr, "rank %d: sum_f32 returned %s after %.2f s (%s)\n", g_rank,
+            selsync_status_str(s), now() - t0, selsync_mpi_last_error());
+    free(buf);
+    selsync_mpi_finalize();
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    int victim = -1, use_abort = 0;
+    for (int i = 1; i < argc; ++i) {
+        if (strcmp(argv[i], "--single") == 0) return run_single(&argc, &argv);
+        if (strcmp(argv[i], "--exit-rank") == 0 && i + 1 < argc) {
+            victim = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--abort-rank") == 0 && i + 1 < argc) {
+            victim = atoi(argv[++i]);
+            use_abort = 1;
+        } else {
+            fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (victim >= 0) return run_exit_rank(victim, use_abort, &argc, &argv);
+
+    if (!launched()) {
+        fprintf(stderr, "test_comm_mpi: run under mpirun (or use --single)\n");
+        return 2;
+    }
+    const char *to = getenv("TEST_COMM_MPI_TIMEOUT");
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(to ? (unsigned)atoi(to) : 120u);
+
+    char err[256];
+    selsync_status s = selsync_mpi_init(&argc, &argv, &C, err, sizeof err);
+    if (s != SELSYNC_OK) {
+        fprintf(stderr, "selsync_mpi_init: %s: %s\n", selsync_status_str(s), err);
+        return 1; /* mpirun ends the job: this rank exits non-zero */
+    }
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &g_size);
+
+    /* init */
+    selsync_comm again = {0};
+    int ok = selsync_mpi_active() == 1 && C.ops && strcmp(C.ops->name, "mpi") == 0 &&
+             C.ops->rank(C.ctx) == g_rank && C.ops->size(C.ctx) == g_size &&
+             C.ops->bytes_sent(C.ctx) == 0;
+    ok = ok && selsync_mpi_init(&argc, &argv, &again, err, sizeof err) == SELSYNC_OK &&
+         again.ops == C.ops && again.ctx == C.ctx;
+    check("init: mpi communicator, rank/size of MPI_COMM_WORLD, active, repeatable", ok);
+    if (g_rank == 0) printf("# %d ranks\n", g_size);
+
+    /* sum_f32 */
+    size_t sizes[] = {0, 1, (size_t)g_size - 1, (size_t)g_size, (size_t)g_size + 1,
+                      2 * (size_t)g_size + 1, 16385, 16384 * (size_t)g_size + 1, 1000003};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
+        check_sum_f32(sizes[k], 1000 + k, "");
+    size_t prev = selsync_mpi_set_chunk_bytes(4000);
+    check_sum_f32(1000003, 77, " (chunked, 4000-byte calls)");
+    check_sum_f32(1001, 78, " (chunked, 4000-byte calls)");
+    selsync_mpi_set_chunk_bytes(1);  /* one element per block */
+    check_sum_f32(2 * (size_t)g_size + 1, 79, " (chunked, 1 float per block)");
+    selsync_mpi_set_chunk_bytes(prev);
+    check("set_chunk_bytes returns the previous cap (default 1 GiB)",
+          prev == ((size_t)1 << 30) && selsync_mpi_set_chunk_bytes(0) == prev &&
+              selsync_mpi_set_chunk_bytes(0) == prev);
+
+    check_any();
+    check_sum_f64();
+    check_bcast(((size_t)5 << 20) + 3, 0, 0, "");
+    check_bcast(((size_t)5 << 20) + 3, g_size - 1, 0, "");
+    check_bcast(((size_t)5 << 20) + 3, g_size / 2, (size_t)1 << 20, " (chunked, 1 MiB calls)");
+    check_bytes_sent();
+    check_errors();
+
+    if (g_rank == 0) {
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        fflush(stdout);
+    }
+    int failed = n_fail;
+
+    /* After finalize: local checks only (no MPI left to combine verdicts). */
+    selsync_mpi_finalize();
+    float v = 1;
+    if (selsync_mpi_active() != 0 || C.ops->sum_f32(C.ctx, &v, 1) != SELSYNC_ESTATE) {
+        fprintf(stderr, "rank %d: FAIL communicator still usable after finalize\n", g_rank);
+        failed = 1;
+    }
+    selsync_mpi_finalize(); /* idempotent */
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin) {
+        fprintf(stderr, "rank %d: FAIL MPI not finalised\n", g_rank);
+        failed = 1;
+    }
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,140 @@
+#!/bin/sh
+# Usage: test_distributed.sh TRAIN_SYNTHETIC RANKS WORK_DIR
+# Distributed training through the Darknet adapter under a real mpirun with
+# RANKS ranks, on deterministic synthetic data (see train_synthetic.c):
+#  - bsp with gradient averaging equals one process with RANKS times the batch;
+#  - after every synchronisation all ranks hold bitwise identical parameters,
+#    and decisions are identical on all ranks;
+#  - delta=0 synchronises every step, a huge delta only during warm-up;
+#  - a flag raised on one rank alone makes every rank synchronise;
+#  - local SGD drifts apart and ends with one identical average;
+#  - fedavg averages every fedavg_interval steps.
+set -u
+prog=$1 np=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL ($np ranks) $*"; fail=$((fail + 1)); }
+run() { timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np "$np" "$prog" "$@" >>"$work/log" 2>&1; }
+
+# cfg BATCH BN SELSYNC_LINES: a small conv + connected network
+cfg() {
+    printf '[net]\nbatch=%s\nsubdivisions=1\nheight=6\nwidth=6\nchannels=2\n' "$1"
+    printf 'learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\npolicy=constant\nmax_batches=100\n\n'
+    printf '[convolutional]\nbatch_normalize=%s\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n\n' "$2"
+    printf '[connected]\noutput=3\nactivation=linear\n\n[softmax]\n'
+    [ -n "$3" ] && printf '\n[selsync]\n%s\n' "$3"
+    return 0
+}
+# column NAME FILE: the values of a metrics column, one per line
+column() { awk -F'\t' -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
+
+# --- bsp with gradient averaging == one process with np x batch ---------------
+cfg 4 0 "" >"$work/init.cfg"
+cfg 4 0 "method=bsp" >"$work/bsp.cfg"
+cfg $((4 * np)) 0 "" >"$work/big.cfg"
+"$prog" "$work/init.cfg" 0 "$work/init" --save "$work/init.weights" >>"$work/log" 2>&1
+run "$work/bsp.cfg" 10 "$work/bsp" --init "$work/init.weights" --save "$work/bsp.weights" \
+    || bad "bsp run failed"
+"$prog" "$work/big.cfg" 10 "$work/big" --init "$work/init.weights" --save "$work/big.weights" >>"$work/log" 2>&1
+python3 "$here/compare_weights.py" "$work/bsp.weights" "$work/big.weights" 1e-5 \
+    && ok || bad "bsp on $np ranks differs from one process with batch $((4 * np))"
+
+# every rank's hash after STEP ("final" for the end): identical on all ranks?
+same_hashes() { # PREFIX STEP
+    n=$(cat "$1".*.hashes | awk -v s="$2" '$1 == s { print $2 }' | sort -u | wc -l)
+    [ "$n" -eq 1 ]
+}
+decisions_agree() { # PREFIX: the decision columns of all ranks are equal
+    column decision "$1.0.tsv" >"$1.d0"
+    r=1
+    while [ $r -lt "$np" ]; do
+        column decision "$1.$r.tsv" | cmp -s - "$1.d0" || return 1
+        r=$((r + 1))
+    done
+}
+
+# --- selsync: identical parameters after every sync, identical decisions ------
+cfg 4 1 "method=selsync
+delta=0.3
+window=5
+log=$work/sel.%r.tsv" >"$work/sel.cfg"
+run "$work/sel.cfg" 40 "$work/sel" || bad "selsync run failed"
+decisions_agree "$work/sel" && ok || bad "selsync decisions differ between ranks"
+nsync=0 nlocal=0 diverged=0
+t=0
+for d in $(cat "$work/sel.d0"); do
+    if [ "$d" = sync ]; then
+        nsync=$((nsync + 1))
+        same_hashes "$work/sel" $t || bad "parameters differ after synchronised step $t"
+    else
+        nlocal=$((nlocal + 1))
+        same_hashes "$work/sel" $t || diverged=$((diverged + 1))
+    fi
+    t=$((t + 1))
+done
+echo "selsync delta=0.3 on $np ranks: $nsync synchronised, $nlocal local steps"
+[ "$nsync" -ge 5 ] && ok || bad "fewer synchronised steps than the warm-up"
+same_hashes "$work/sel" final && ok || bad "parameters differ after the final average"
+
+# --- delta=0 synchronises every step; a huge delta only during warm-up --------
+cfg 4 1 "delta=0
+window=5
+log=$work/d0.%r.tsv" >"$work/d0.cfg"
+run "$work/d0.cfg" 20 "$work/d0" || bad "delta=0 run failed"
+[ "$(column decision "$work/d0.0.tsv" | grep -c sync)" -eq 20 ] && ok || bad "delta=0 did not sync every step"
+[ "$(column t_agree "$work/d0.1.tsv" | wc -l)" -eq 20 ] && ok || bad "rank 1 metrics incomplete"
+
+cfg 4 1 "delta=1e30
+window=5
+warmup=7
+log=$work/dinf.%r.tsv" >"$work/dinf.cfg"
+run "$work/dinf.cfg" 20 "$work/dinf" || bad "huge delta run failed"
+expected=$(printf 'sync\n%.0s' 1 2 3 4 5 6 7; printf 'local\n%.0s' $(seq 8 20))
+[ "$(column decision "$work/dinf.0.tsv")" = "$expected" ] && ok || bad "huge delta: not exactly the 7 warm-up steps synchronised"
+same_hashes "$work/dinf" 15 && bad "local steps did not drift apart (the hash check cannot fail)" || ok
+
+# --- one rank's flag alone makes every rank synchronise -----------------------
+spike=$((np - 1))
+cfg 4 0 "delta=20
+window=5
+log=$work/spike.%r.tsv" >"$work/spike.cfg"
+run "$work/spike.cfg" 20 "$work/spike" --spike-rank $spike --spike-step 12 || bad "spike run failed"
+decisions_agree "$work/spike" && ok || bad "spike: decisions differ between ranks"
+flags_at_12=$(r=0; while [ $r -lt "$np" ]; do column local_flag "$work/spike.$r.tsv" | sed -n 13p; r=$((r + 1)); done | tr -d '\n')
+want=$(r=0; while [ $r -lt "$np" ]; do [ $r -eq $spike ] && printf 1 || printf 0; r=$((r + 1)); done)
+[ "$flags_at_12" = "$want" ] && ok || bad "spike: local flags at step 12 are $flags_at_12, expected $want"
+[ "$(sed -n 13p "$work/spike.d0")" = sync ] && [ "$(sed -n 12p "$work/spike.d0")" = local ] \
+    && ok || bad "spike: step 12 not synchronised by the one flag"
+same_hashes "$work/spike" 12 && ok || bad "spike: parameters differ after the synchronised step"
+
+# --- local SGD drifts and ends with one average ------------------------------
+cfg 4 1 "method=local
+log=$work/local.%r.tsv" >"$work/local.cfg"
+run "$work/local.cfg" 10 "$work/local" || bad "local run failed"
+[ "$(column decision "$work/local.0.tsv" | grep -c sync)" -eq 0 ] && ok || bad "local synchronised during training"
+same_hashes "$work/local" 9 && bad "local replicas did not drift" || ok
+same_hashes "$work/local" final && ok || bad "local: final average not identical"
+
+# --- fedavg every 4 steps -----------------------------------------------------
+cfg 4 1 "method=fedavg
+fedavg_interval=4
+log=$work/fed.%r.tsv" >"$work/fed.cfg"
+run "$work/fed.cfg" 12 "$work/fed" || bad "fedavg run failed"
+[ "$(column decision "$work/fed.0.tsv" | tr '\n' ' ')" = "local local local sync local local local sync local local local sync " ] \
+    && ok || bad "fedavg did not average exactly every 4th step"
+same_hashes "$work/fed" 7 && ok || bad "fedavg: parameters differ after an average"
+
+# --- per-layer granularity -----------------------------------------------------
+cfg 4 1 "delta=0.3
+window=5
+granularity=layer
+log=$work/layer.%r.tsv" >"$work/layer.cfg"
+run "$work/layer.cfg" 30 "$work/layer" || bad "granularity=layer run failed"
+decisions_agree "$work/layer" && ok || bad "granularity=layer: decisions differ between ranks"
+column layers_synced "$work/layer.0.tsv" | awk '$1 > 2 { exit 1 }' && ok || bad "more layers synchronised than the network has"
+
+[ "$fail" -gt 0 ] && tail -20 "$work/log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

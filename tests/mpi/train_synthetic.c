@@ -1,0 +1,111 @@
+/* Usage: train_synthetic CFG STEPS OUT_PREFIX [options]
+ *   --init FILE        load these weights (all ranks; rank 0's are used)
+ *   --save FILE        save the weights at the end (rank 0 only)
+ *   --spike-rank R --spike-step S   rank R scales its inputs by 50 at step S
+ *
+ * Trains the network of CFG through the darknet executable's plugin path
+ * (darknet_plugin_init, load_network, the event hook) on deterministic
+ * synthetic data: with W ranks and batch b, rank r trains step t on samples
+ * r*b .. r*b+b-1 of a set of W*b samples that depends only on t, so one
+ * process with batch W*b sees exactly the union of the ranks' batches.
+ * Writes OUT_PREFIX.RANK.hashes: "step hash" of all parameters after each
+ * step, for comparisons across ranks. Rank and size come from the launcher
+ * environment (1 process without one). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "darknet.h"
+
+int darknet_plugin_init(int *argc, char ***argv);
+int darknet_plugin_fini(int status);
+
+static int env_int(const char *name, int def)
+{
+    const char *v = getenv(name);
+    return v ? atoi(v) : def;
+}
+
+/* FNV-1a over the bytes of the parameters of the convolutional and
+ * connected layers (weights, biases, BN scales and running statistics). */
+static uint64_t hash_params(const network *net)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < net->n; ++i) {
+        const layer *l = &net->layers[i];
+        size_t nw, nb;
+        if (l->type == CONVOLUTIONAL) nw = (size_t)l->nweights, nb = (size_t)l->n;
+        else if (l->type == CONNECTED) nw = (size_t)l->inputs * l->outputs, nb = (size_t)l->outputs;
+        else continue;
+        const float *arrays[] = {l->weights, l->biases, l->scales, l->rolling_mean, l->rolling_variance};
+        for (int k = 0; k < 5; ++k) {
+            if (!arrays[k]) continue;
+            const unsigned char *p = (const unsigned char *)arrays[k];
+            size_t bytes = (k == 0 ? nw : nb) * sizeof(float);
+            for (size_t j = 0; j < bytes; ++j) h = (h ^ p[j]) * 1099511628211ULL;
+        }
+    }
+    return h;
+}
+
+/* Sample s of the set used at step t: inputs in [0,1), a one-hot class. */
+static void fill_sample(float *x, int inputs, float *y, int classes, int t, int s)
+{
+    uint32_t st = 2654435761u * (uint32_t)(t * 1000 + s + 1);
+    for (int i = 0; i < inputs; ++i) {
+        st = st * 1664525u + 1013904223u;
+        x[i] = (float)((st >> 8) / 16777216.0);
+    }
+    memset(y, 0, classes * sizeof(float));
+    y[(t + s) % classes] = 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 4) {
+        fprintf(stderr, "usage: %s CFG STEPS OUT_PREFIX [--init F] [--save F] "
+                        "[--spike-rank R --spike-step S]\n", argv[0]);
+        return 2;
+    }
+    if (darknet_plugin_init(&argc, &argv)) return 1;
+    const char *init = NULL, *save = NULL;
+    int spike_rank = -1, spike_step = -1;
+    for (int i = 4; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--init")) init = argv[i + 1];
+        else if (!strcmp(argv[i], "--save")) save = argv[i + 1];
+        else if (!strcmp(argv[i], "--spike-rank")) spike_rank = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--spike-step")) spike_step = atoi(argv[i + 1]);
+    }
+    int rank = env_int("OMPI_COMM_WORLD_RANK", 0);
+    int steps = atoi(argv[2]);
+    srand(1);
+    network *net = load_network(argv[1], (char *)init, 1);
+    net->train = 1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s.%d.hashes", argv[3], rank);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        perror(path);
+        return 1;
+    }
+    int b = net->batch;
+    data d = {0};
+    d.X = make_matrix(b, net->inputs);
+    d.y = make_matrix(b, net->truths);
+    for (int t = 0; t < steps; ++t) {
+        for (int i = 0; i < b; ++i) {
+            fill_sample(d.X.vals[i], net->inputs, d.y.vals[i], net->truths, t, rank * b + i);
+            if (rank == spike_rank && t == spike_step)
+                for (int j = 0; j < net->inputs; ++j) d.X.vals[i][j] *= 50;
+        }
+        train_network(net, d);
+        fprintf(out, "%d %016llx\n", t, (unsigned long long)hash_params(net));
+    }
+    if (net->hook) net->hook(net, TRAIN_END, NULL, net->hook_user);
+    fprintf(out, "final %016llx\n", (unsigned long long)hash_params(net));
+    fclose(out);
+    if (save) save_weights(net, (char *)save);
+    free_data(d);
+    return darknet_plugin_fini(0);
+}

@@ -1,0 +1,89 @@
+/* A scripted communicator for tests (mock_comm.h). */
+#include "mock_comm.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int m_rank(void *ctx) { return ((mock_comm *)ctx)->rank; }
+static int m_size(void *ctx) { return ((mock_comm *)ctx)->size; }
+
+static selsync_status m_any(void *ctx, uint8_t *flags, size_t n)
+{
+    mock_comm *m = ctx;
+    m->any_calls++;
+    m->any_last_n = n;
+    m->bytes += n;
+    if (m->any_calls == m->fail_any_call || n > MOCK_MAX_FLAGS) return SELSYNC_ECOMM;
+    memcpy(m->any_last_in, flags, n);
+    if (m->any_queued > 0) {
+        for (size_t i = 0; i < n; i++) flags[i] |= m->any_queue[0][i];
+        memmove(m->any_queue[0], m->any_queue[1], (size_t)--m->any_queued * sizeof m->any_queue[0]);
+    }
+    return SELSYNC_OK;
+}
+
+static selsync_status m_sum_f32(void *ctx, float *buf, size_t n)
+{
+    mock_comm *m = ctx;
+    m->sum_calls++;
+    m->sum_last_n = n;
+    m->sum_total_n += n;
+    m->bytes += 4 * (uint64_t)n;
+    if (m->sum_calls == m->fail_sum_call || n > MOCK_MAX_ELEMS || (m->remote && m->remote_n < n))
+        return SELSYNC_ECOMM;
+    memcpy(m->sum_last_in, buf, n * sizeof *buf);
+    for (size_t i = 0; i < n; i++) buf[i] += m->remote_scale * buf[i] + (m->remote ? m->remote[i] : 0.0f);
+    return SELSYNC_OK;
+}
+
+static selsync_status m_sum_f64(void *ctx, double *buf, size_t n)
+{
+    mock_comm *m = ctx;
+    m->bytes += 8 * (uint64_t)n;
+    for (size_t i = 0; i < n; i++) buf[i] *= m->size;
+    return SELSYNC_OK;
+}
+
+static selsync_status m_bcast(void *ctx, void *buf, size_t bytes, int root)
+{
+    mock_comm *m = ctx;
+    (void)buf;
+    m->bytes += bytes;
+    return root >= 0 && root < m->size ? SELSYNC_OK : SELSYNC_ECOMM;
+}
+
+static uint64_t m_bytes_sent(void *ctx) { return ((mock_comm *)ctx)->bytes; }
+
+static void m_abort(void *ctx, int code, const char *message)
+{
+    mock_comm *m = ctx;
+    m->abort_calls++;
+    m->abort_code = code;
+    snprintf(m->abort_message, sizeof m->abort_message, "%s", message ? message : "");
+}
+
+static const selsync_comm_ops mock_ops = {
+    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f64, m_bcast, m_bytes_sent, m_abort,
+};
+
+void mock_init(mock_comm *m, int rank, int size)
+{
+    memset(m, 0, sizeof *m);
+    m->rank = rank;
+    m->size = size;
+    m->remote_scale = (float)(size - 1); /* by default every rank holds the same values */
+}
+
+selsync_comm mock_as_comm(mock_comm *m)
+{
+    selsync_comm c = {&mock_ops, m};
+    return c;
+}
+
+void mock_script_any(mock_comm *m, const uint8_t *flags, size_t n)
+{
+    if (m->any_queued >= MOCK_MAX_QUEUE || n > MOCK_MAX_FLAGS) return;
+    memset(m->any_queue[m->any_queued], 0, MOCK_MAX_FLAGS);
+    memcpy(m->any_queue[m->any_queued], flags, n);
+    m->any_queued++;
+}

@@ -1,0 +1,47 @@
+/* A scripted communicator for single-threaded tests of the engine: one rank
+ * of `size`, whose "other ranks" are a scripted contribution. */
+#ifndef SELSYNC_MOCK_COMM_H
+#define SELSYNC_MOCK_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "selsync/comm.h"
+
+#define MOCK_MAX_FLAGS 64
+#define MOCK_MAX_QUEUE 16
+#define MOCK_MAX_ELEMS 4096
+
+typedef struct mock_comm {
+    int rank, size;
+
+    /* any: each call ORs in the oldest queued row of remote flags (if any). */
+    uint8_t any_queue[MOCK_MAX_QUEUE][MOCK_MAX_FLAGS];
+    int any_queued;
+    int any_calls;
+    size_t any_last_n;
+    uint8_t any_last_in[MOCK_MAX_FLAGS]; /* this rank's flags in the last call */
+
+    /* sum_f32: buf[i] += remote_scale * buf[i] + remote[i] (remote may be
+     * NULL; it must then hold at least n entries). */
+    float remote_scale;
+    const float *remote;
+    size_t remote_n;
+    int sum_calls;
+    size_t sum_last_n, sum_total_n;
+    float sum_last_in[MOCK_MAX_ELEMS]; /* what this rank contributed last */
+
+    /* Failure injection: the call with this 1-based number fails, 0 = never. */
+    int fail_any_call, fail_sum_call;
+
+    uint64_t bytes; /* 4 per float summed, 1 per flag, 8 per double, bcast bytes */
+    int abort_calls, abort_code;
+    char abort_message[256];
+} mock_comm;
+
+void mock_init(mock_comm *m, int rank, int size);
+selsync_comm mock_as_comm(mock_comm *m);
+/* Queues remote flags for the next `any` call not yet scripted. */
+void mock_script_any(mock_comm *m, const uint8_t *flags, size_t n);
+
+#endif

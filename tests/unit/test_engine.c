@@ -1,0 +1,774 @@
+/* Unit tests for the engine (plugin/core/engine.c) and the one-process
+ * communicator (plugin/core/comm_single.c), against the scripted mock. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mock_comm.h"
+#include "selsync/engine.h"
+
+/* The model: layer 0 = w0[4] b0[2], layer 1 = w1[3] + BN statistic s1[2],
+ * layer 2 = nothing (e.g. a pooling layer), layer 3 = w3[5]. The fused
+ * order is w0 b0 w1 s1 w3: 14 trained elements, 16 with statistics. */
+enum { N_TRAINED = 14, N_ALL = 16, N_LAYERS = 4, N_TENSORS = 5 };
+
+typedef struct fx {
+    float w0[4], gw0[4], b0[2], gb0[2], w1[3], gw1[3], s1[2], w3[5], gw3[5];
+    selsync_tensor t[N_TENSORS];
+    selsync_model model;
+    selsync_config cfg;
+    mock_comm mock;
+    selsync_comm comm;
+    selsync_engine *e;
+    char err[1024];
+} fx;
+
+static float *params[N_TENSORS], *grads[N_TENSORS]; /* filled per fixture, read-only in tests */
+static const size_t counts[N_TENSORS] = {4, 2, 3, 2, 5};
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    float *p[N_TENSORS] = {f->w0, f->b0, f->w1, f->s1, f->w3};
+    float *g[N_TENSORS] = {f->gw0, f->gb0, f->gw1, NULL, f->gw3};
+    const size_t layer[N_TENSORS] = {0, 0, 1, 1, 3};
+    float v = 1.0f;
+    for (int i = 0; i < N_TENSORS; i++) {
+        params[i] = p[i];
+        grads[i] = g[i];
+        for (size_t j = 0; j < counts[i]; j++, v += 1.0f) {
+            p[i][j] = v;
+            if (g[i]) g[i][j] = 1.0f;
+        }
+        f->t[i] = (selsync_tensor){p[i], g[i], counts[i], layer[i],
+                                   g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT};
+    }
+    f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0};
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+    mock_init(&f->mock, 0, 2);
+    f->comm = mock_as_comm(&f->mock);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    selsync_destroy(f->e);
+    free(f);
+    return 0;
+}
+
+static void make(fx *f)
+{
+    assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+    if (selsync_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err) != SELSYNC_OK)
+        fail_msg("selsync_create: %s", f->err);
+}
+
+/* A step without a host update; returns its record. */
+static const selsync_step *step(fx *f)
+{
+    assert_int_equal(selsync_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    return selsync_last_step(f->e);
+}
+
+static void set_grads(float v)
+{
+    for (int i = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] = v;
+}
+
+/* Copies all params in fused order. */
+static void snapshot(float *out)
+{
+    for (int i = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++) memcpy(out + n, params[i], counts[i] * 4);
+}
+
+static void assert_close(double got, double want, double rel)
+{
+    if (isinf(want) ? got != want : !(fabs(got - want) <= rel * fabs(want) + 1e-300))
+        fail_msg("got %.17g, expected %.17g", got, want);
+}
+
+static void assert_contains(const char *s, const char *needle)
+{
+    if (!strstr(s, needle)) fail_msg("expected \"%s\" in \"%s\"", needle, s);
+}
+
+/* ---- EWMA and change ---- */
+
+/* s_t computed directly from its definition. */
+static double ewma(const double *x, int t, int window, double a)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < window && i <= t; i++) {
+        num += pow(1 - a, i) * x[t - i];
+        den += pow(1 - a, i);
+    }
+    return num / den;
+}
+
+static void check_sequence(fx *f, int world, double smoothing, double a, int window)
+{
+    const float v[] = {1, 2, 3, 1, 4, 2, 2, 0.5f, 3};
+    double x[9], prev = 0;
+    mock_init(&f->mock, 0, world);
+    f->cfg.smoothing = smoothing;
+    f->cfg.window = window;
+    f->cfg.warmup = 0;
+    f->cfg.delta = 0.3;
+    make(f);
+    for (int t = 0; t < 9; t++) {
+        const selsync_step *s;
+        double sm, ch;
+        set_grads(v[t]);
+        x[t] = N_TRAINED * (double)v[t] * v[t];
+        s = step(f);
+        sm = ewma(x, t, window, a);
+        ch = t == 0 ? INFINITY : fabs(sm - prev) / prev;
+        assert_int_equal(s->step, t);
+        assert_close(s->grad_norm, x[t], 1e-15);
+        assert_close(s->smoothed, sm, 1e-12);
+        assert_close(s->change, ch, 1e-9);
+        assert_int_equal(s->local_flag, ch >= 0.3);
+        assert_int_equal(s->decision, ch >= 0.3 ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+        prev = sm;
+    }
+}
+
+static void test_ewma_known_sequence(void **state)
+{
+    check_sequence(*state, 2, 0.5, 0.5, 3);
+}
+
+static void test_ewma_auto_smoothing(void **state)
+{
+    check_sequence(*state, 4, 0, 0.04, 5); /* auto = N/100 */
+}
+
+static void test_zero_norms_sync(void **state)
+{
+    fx *f = *state;
+    const float v[] = {0, 0, 1, 1, 1, 1};
+    const int sync[] = {1, 1, 1, 0, 0, 0}; /* no previous, then previous smoothed 0 twice */
+    f->cfg.warmup = 0;
+    f->cfg.delta = 1e30;
+    make(f);
+    for (int t = 0; t < 6; t++) {
+        set_grads(v[t]);
+        const selsync_step *s = step(f);
+        assert_int_equal(s->decision, sync[t] ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+        assert_int_equal(!!isinf(s->change), sync[t]);
+    }
+    assert_int_equal(f->mock.sum_calls, 3);
+}
+
+static void test_nonfinite_gradient_syncs(void **state)
+{
+    fx *f = *state;
+    /* window 2: a NaN stays in the ring for two steps, then the previous
+     * smoothed value is NaN for one more step. */
+    const int sync[] = {1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0};
+    f->cfg.window = 2;
+    f->cfg.smoothing = 0.5;
+    f->cfg.warmup = 0;
+    f->cfg.delta = 1e30;
+    make(f);
+    for (int t = 0; t < 12; t++) {
+        set_grads(1);
+        if (t == 4) f->gw1[1] = NAN;
+        if (t == 8) f->gw3[0] = INFINITY;
+        const selsync_step *s = step(f);
+        if (sync[t] != (s->decision == SELSYNC_SYNC_STEP)) fail_msg("step %d: decision %d", t, s->decision);
+        assert_int_equal(s->local_flag, sync[t]);
+        if (sync[t]) assert_true(isinf(s->change));
+        else assert_true(s->change == 0);
+    }
+}
+
+static void test_constant_norms_local_after_warmup(void **state)
+{
+    fx *f = *state;
+    f->cfg.warmup = 3;
+    f->cfg.window = 10;
+    f->cfg.smoothing = 0.5;
+    f->cfg.delta = 0.01;
+    make(f);
+    for (int t = 0; t < 8; t++) {
+        const selsync_step *s = step(f);
+        assert_int_equal(f->mock.any_calls, t < 3 ? 0 : t - 2); /* none during warm-up */
+        assert_int_equal(s->decision, t < 3 ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+        if (t > 0) assert_true(s->change < 1e-12);
+    }
+    assert_int_equal(f->mock.sum_calls, 3);
+}
+
+static void test_residual_is_subtracted(void **state)
+{
+    fx *f = *state;
+    f->model.grad_keeps_residual = 1;
+    f->cfg.warmup = 0;
+    f->cfg.delta = 1e30;
+    make(f);
+    set_grads(0);
+    for (int t = 0; t < 6; t++) {
+        double own = 0, whole = 0;
+        for (int i = 0; i < N_TENSORS; i++) /* backward adds G_t to the residual */
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) {
+                float g = (float)(t + 1) * 0.25f - (float)j * 0.5f;
+                grads[i][j] += g;
+                own += (double)g * g;
+                whole += (double)grads[i][j] * grads[i][j];
+            }
+        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+        for (int i = 0; i < N_TENSORS; i++) /* the host's update leaves momentum * grad */
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] *= 0.9f;
+        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+        assert_close(selsync_last_step(f->e)->grad_norm, own, 1e-5);
+        if (t > 0) assert_true(fabs(whole - own) > 0.1 * own); /* the residual mattered */
+    }
+}
+
+/* ---- decisions and collectives ---- */
+
+static void test_delta_zero_syncs_every_step(void **state)
+{
+    fx *f = *state;
+    f->cfg.warmup = 0;
+    f->cfg.delta = 0;
+    make(f);
+    for (int t = 0; t < 5; t++) assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP);
+    assert_int_equal(f->mock.sum_calls, 5);
+    assert_int_equal(f->mock.any_calls, 5);
+}
+
+static void test_huge_delta_syncs_only_in_warmup(void **state)
+{
+    fx *f = *state;
+    f->cfg.warmup = 4;
+    f->cfg.delta = 1e30;
+    make(f);
+    for (int t = 0; t < 10; t++) {
+        set_grads(1.0f + (float)t);
+        const selsync_step *s = step(f);
+        assert_int_equal(s->decision, t < 4 ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+        assert_int_equal(s->layers_synced, t < 4 ? 3 : 0); /* layer 2 has nothing */
+        assert_int_equal(f->mock.sum_calls, t < 4 ? t + 1 : 4);
+        assert_int_equal(f->mock.any_calls, t < 4 ? 0 : t - 3);
+    }
+}
+
+static void test_remote_flag_syncs(void **state)
+{
+    fx *f = *state;
+    const uint8_t one = 1;
+    float before[N_ALL], after[N_ALL];
+    f->cfg.warmup = 0;
+    f->cfg.delta = 1e30;
+    make(f);
+    f->mock.remote_scale = 3; /* the other rank holds 3x: average = 2x */
+    assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP); /* no previous value */
+    assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
+    snapshot(before);
+    mock_script_any(&f->mock, &one, 1);
+    const selsync_step *s = step(f);
+    assert_int_equal(s->local_flag, 0);
+    assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
+    assert_int_equal(f->mock.sum_calls, 2);
+    snapshot(after);
+    for (int i = 0; i < N_ALL; i++) assert_true(after[i] == 2 * before[i]);
+    assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
+}
+
+static void test_no_agreement_for_baselines(void **state)
+{
+    fx *f = *state;
+    const selsync_method m[] = {SELSYNC_METHOD_BSP, SELSYNC_METHOD_FEDAVG, SELSYNC_METHOD_LOCAL};
+    const int sums[] = {6, 3, 0};
+    for (int i = 0; i < 3; i++) {
+        selsync_config_default(&f->cfg, "test.cfg", 1);
+        f->cfg.method = m[i];
+        f->cfg.fedavg_interval = 2;
+        mock_init(&f->mock, 0, 2);
+        selsync_destroy(f->e);
+        make(f);
+        for (int t = 0; t < 6; t++) {
+            const selsync_step *s = step(f);
+            assert_int_equal(s->decision, m[i] == SELSYNC_METHOD_BSP || (m[i] == SELSYNC_METHOD_FEDAVG && t % 2)
+                                              ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+        }
+        assert_int_equal(f->mock.any_calls, 0);
+        assert_int_equal(f->mock.sum_calls, sums[i]);
+    }
+}
+
+static void test_layer_granularity(void **state)
+{
+    fx *f = *state;
+    float before[N_ALL], after[N_ALL];
+    const uint8_t remote[N_LAYERS] = {0, 1, 0, 0};
+    f->cfg.granularity = SELSYNC_GRANULARITY_LAYER;
+    f->cfg.smoothing = 1; /* s_t = x_t */
+    f->cfg.warmup = 0;
+    f->cfg.delta = 0.5;
+    make(f);
+    f->mock.remote_scale = 3;
+
+    const selsync_step *s = step(f); /* every layer with a trained tensor */
+    assert_int_equal(f->mock.any_last_n, N_LAYERS);
+    assert_memory_equal(f->mock.any_last_in, ((uint8_t[]){1, 1, 0, 1}), N_LAYERS);
+    assert_int_equal(s->layers_synced, 3);
+    assert_int_equal(f->mock.sum_last_n, N_ALL);
+
+    assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP); /* nothing changed */
+    assert_int_equal(f->mock.sum_calls, 1);
+
+    for (int j = 0; j < 5; j++) f->gw3[j] = 2; /* layer 3: x x4, change 3 */
+    snapshot(before);
+    s = step(f);
+    snapshot(after);
+    assert_int_equal(s->layers_synced, 1);
+    assert_int_equal(f->mock.sum_last_n, 5);
+    assert_memory_equal(f->mock.sum_last_in, before + 11, 5 * sizeof(float));
+    for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (i >= 11 ? 2 : 1) * before[i]);
+    assert_close(s->change, (14.0 + 15.0) / 14.0 - 1, 1e-12); /* whole model: 14 -> 29 */
+
+    mock_script_any(&f->mock, remote, N_LAYERS); /* layer 1 flagged elsewhere only */
+    snapshot(before);
+    s = step(f);
+    snapshot(after);
+    assert_int_equal(s->local_flag, 0);
+    assert_int_equal(s->layers_synced, 1);
+    assert_int_equal(f->mock.sum_last_n, 5); /* w1[3] + s1[2] */
+    for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (i >= 6 && i < 11 ? 2 : 1) * before[i]);
+}
+
+/* ---- what is averaged, and when ---- */
+
+static void check_params(fx *f, int sync_bn)
+{
+    float r[N_ALL], before[N_ALL], host[N_ALL], after[N_ALL], gsave[N_TRAINED];
+    mock_init(&f->mock, 1, 3);
+    f->mock.remote_scale = 0;
+    for (int i = 0; i < N_ALL; i++) r[i] = 0.37f * (float)i - 1.0f;
+    f->mock.remote = r;
+    f->mock.remote_n = N_ALL;
+    f->cfg.warmup = 100;
+    f->cfg.aggregate = SELSYNC_AGGREGATE_PARAMS;
+    f->cfg.sync_bn_stats = sync_bn;
+    make(f);
+    set_grads(0.5f);
+    snapshot(before);
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    snapshot(host);
+    assert_memory_equal(host, before, sizeof host); /* nothing before the update */
+    for (int i = 0, k = 0; i < N_TENSORS; i++) /* the host's update */
+        for (size_t j = 0; grads[i] && j < counts[i]; j++) {
+            params[i][j] -= 0.1f * grads[i][j];
+            gsave[k++] = grads[i][j];
+        }
+    snapshot(host);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    snapshot(after);
+    assert_int_equal(f->mock.sum_calls, 1);
+    assert_int_equal(f->mock.sum_last_n, sync_bn ? N_ALL : N_TRAINED);
+    for (int i = 0, k = 0; i < N_ALL; i++) {
+        int stat = i == 9 || i == 10;
+        float want = stat && !sync_bn ? host[i] : (host[i] + r[k]) * (1.0f / 3.0f);
+        k += !stat || sync_bn;
+        if (after[i] != want) fail_msg("element %d: %.9g, expected %.9g", i, after[i], want);
+    }
+    for (int i = 0, k = 0; i < N_TENSORS; i++) /* grads untouched */
+        for (size_t j = 0; grads[i] && j < counts[i]; j++) assert_true(grads[i][j] == gsave[k++]);
+}
+
+static void test_aggregate_params(void **state) { check_params(*state, 1); }
+static void test_aggregate_params_no_bn(void **state) { check_params(*state, 0); }
+
+static void check_grads(fx *f, int sync_bn)
+{
+    float r[N_ALL], before[N_ALL], g0[N_TRAINED], host[N_ALL], after[N_ALL];
+    mock_init(&f->mock, 0, 2);
+    f->mock.remote_scale = 0;
+    for (int i = 0; i < N_ALL; i++) r[i] = 1.5f + (float)i;
+    f->mock.remote = r;
+    f->mock.remote_n = N_ALL;
+    f->cfg.method = SELSYNC_METHOD_BSP; /* default aggregate: grads */
+    f->cfg.sync_bn_stats = sync_bn;
+    make(f);
+    for (int i = 0, k = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; grads[i] && j < counts[i]; j++, k++) g0[k] = grads[i][j] = 0.25f * (float)k;
+    snapshot(before);
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(f->mock.sum_last_n, sync_bn ? N_ALL : N_TRAINED);
+    snapshot(host);
+    for (int i = 0, k = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++)
+        for (size_t j = 0; j < counts[i]; j++) {
+            int idx = n + (int)j;
+            if (grads[i]) { /* averaged grad, untouched param */
+                assert_true(grads[i][j] == (g0[k] + r[idx - (sync_bn ? 0 : (idx > 10 ? 2 : 0))]) * 0.5f);
+                assert_true(host[idx] == before[idx]);
+                k++;
+            } else {
+                assert_true(host[idx] == (sync_bn ? (before[idx] + r[idx]) * 0.5f : before[idx]));
+            }
+        }
+    for (int i = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; grads[i] && j < counts[i]; j++) params[i][j] -= grads[i][j];
+    snapshot(host);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    snapshot(after);
+    assert_memory_equal(after, host, sizeof after); /* nothing after the update */
+    assert_int_equal(f->mock.sum_calls, 1);
+}
+
+static void test_aggregate_grads(void **state) { check_grads(*state, 1); }
+static void test_aggregate_grads_no_bn(void **state) { check_grads(*state, 0); }
+
+static void test_fedavg_members(void **state)
+{
+    fx *f = *state;
+    enum { WORLD = 5, STEPS = 8 };
+    float r[N_ALL], before[N_ALL], after[N_ALL];
+    int members[STEPS] = {0}, differ = 0, was[WORLD][STEPS];
+    for (int i = 0; i < N_ALL; i++) r[i] = 100.0f + (float)i;
+    for (int rank = 0; rank < WORLD; rank++) {
+        teardown(state);
+        setup(state);
+        f = *state;
+        mock_init(&f->mock, rank, WORLD);
+        f->mock.remote_scale = 0;
+        f->mock.remote = r;
+        f->mock.remote_n = N_ALL;
+        f->cfg.method = SELSYNC_METHOD_FEDAVG;
+        f->cfg.fedavg_interval = 2;
+        f->cfg.fedavg_fraction = 0.4; /* k = 2 */
+        f->cfg.seed = 7;
+        make(f);
+        for (int t = 0; t < STEPS; t++) {
+            int calls = f->mock.sum_calls, member = 1;
+            snapshot(before);
+            const selsync_step *s = step(f);
+            snapshot(after);
+            assert_int_equal(f->mock.sum_calls, calls + (t % 2));
+            assert_int_equal(s->decision, t % 2 ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+            if (t % 2 == 0) continue;
+            for (int i = 0; i < N_ALL; i++) member &= f->mock.sum_last_in[i] != 0;
+            if (!member)
+                for (int i = 0; i < N_ALL; i++) assert_true(f->mock.sum_last_in[i] == 0);
+            for (int i = 0; i < N_ALL; i++) /* everyone receives sum / k */
+                assert_true(after[i] == ((member ? before[i] : 0.0f) + r[i]) * 0.5f);
+            members[t] += member;
+            was[rank][t] = member;
+        }
+    }
+    for (int t = 1; t < STEPS; t += 2) {
+        assert_int_equal(members[t], 2); /* every rank computed the same draw */
+        for (int rank = 0; rank < WORLD; rank++) differ |= was[rank][t] != was[rank][1];
+    }
+    assert_true(differ); /* the draw depends on the step */
+}
+
+static void test_fedavg_all_ranks(void **state)
+{
+    fx *f = *state;
+    float before[N_ALL], after[N_ALL];
+    mock_init(&f->mock, 2, 4);
+    f->mock.remote_scale = 1; /* sum = 2x, average over 4 = x/2 */
+    f->cfg.method = SELSYNC_METHOD_FEDAVG;
+    f->cfg.fedavg_interval = 3;
+    make(f);
+    for (int t = 0; t < 6; t++) {
+        snapshot(before);
+        step(f);
+        snapshot(after);
+        for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (t % 3 == 2 ? 0.5f : 1.0f) * before[i]);
+    }
+    assert_int_equal(f->mock.sum_calls, 2);
+}
+
+/* ---- finish, totals, metrics ---- */
+
+static void test_finish_and_totals(void **state)
+{
+    fx *f = *state;
+    float r[N_ALL], before[N_ALL], after[N_ALL];
+    selsync_totals tot;
+    uint64_t per_step = 0;
+    mock_init(&f->mock, 0, 4);
+    f->cfg.warmup = 2;
+    f->cfg.delta = 1e30;
+    make(f);
+    for (int t = 0; t < 6; t++) {
+        set_grads(1.0f + (float)t);
+        const selsync_step *s = step(f);
+        assert_int_equal(s->bytes_sent, t < 2 ? 4 * N_ALL : 1); /* fused floats, or one flag */
+        per_step += s->bytes_sent;
+    }
+    for (int i = 0; i < N_ALL; i++) r[i] = 3.0f * (float)i;
+    f->mock.remote_scale = 0;
+    f->mock.remote = r;
+    f->mock.remote_n = N_ALL;
+    snapshot(before);
+    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    snapshot(after);
+    assert_int_equal(f->mock.sum_last_n, N_ALL);
+    for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (before[i] + r[i]) * 0.25f);
+    selsync_get_totals(f->e, &tot);
+    assert_int_equal(tot.steps, 6);
+    assert_int_equal(tot.synced_steps, 2);
+    assert_int_equal(tot.bytes_sent, per_step + 4 * N_ALL);
+    assert_int_equal(tot.bytes_sent, 2 * 64 + 4 + 64);
+    assert_int_equal(tot.bsp_bytes, 6 * 4 * N_ALL); /* the mock sends 1 byte per payload byte */
+    assert_true(tot.t_compute >= 0 && tot.t_measure >= 0 && tot.t_agree >= 0 && tot.t_transfer >= 0);
+    assert_true(tot.t_compute + tot.t_measure + tot.t_agree + tot.t_transfer > 0);
+}
+
+static void test_finish_without_bn(void **state)
+{
+    fx *f = *state;
+    float before[N_ALL], after[N_ALL];
+    f->cfg.method = SELSYNC_METHOD_LOCAL;
+    f->cfg.sync_bn_stats = 0;
+    make(f);
+    f->mock.remote_scale = 3;
+    for (int t = 0; t < 3; t++) assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
+    assert_int_equal(f->mock.sum_calls, 0);
+    snapshot(before);
+    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    snapshot(after);
+    assert_int_equal(f->mock.sum_last_n, N_TRAINED);
+    for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (i == 9 || i == 10 ? 1 : 2) * before[i]);
+}
+
+static void test_metrics_file(void **state)
+{
+    fx *f = *state;
+    char dir[] = "/tmp/selsync-test-XXXXXX", path[256], line[1024];
+    const char *header = "step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
+                         "bytes_sent\tt_compute\tt_measure\tt_agree\tt_transfer\n";
+    FILE *in;
+    int n = 0;
+    assert_non_null(mkdtemp(dir));
+    mock_init(&f->mock, 3, 4);
+    snprintf(f->cfg.log, sizeof f->cfg.log, "%s/m_%%r.tsv", dir);
+    f->cfg.warmup = 2;
+    f->cfg.delta = 1e30;
+    make(f);
+    for (int t = 0; t < 5; t++) {
+        set_grads(1.0f + (float)t);
+        assert_int_equal(selsync_before_update(f->e, 1.5 + t, 0.125), SELSYNC_OK);
+        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    }
+    selsync_destroy(f->e);
+    f->e = NULL;
+    snprintf(path, sizeof path, "%s/m_3.tsv", dir);
+    assert_non_null(in = fopen(path, "r"));
+    assert_non_null(fgets(line, sizeof line, in));
+    assert_string_equal(line, header);
+    while (fgets(line, sizeof line, in)) {
+        char *field[16], *save = NULL;
+        int k = 0;
+        for (char *p = strtok_r(line, "\t\n", &save); p && k < 16; p = strtok_r(NULL, "\t\n", &save)) field[k++] = p;
+        assert_int_equal(k, 14);
+        assert_int_equal(atoi(field[0]), n);
+        assert_close(atof(field[1]), 1.5 + n, 1e-12);
+        assert_string_equal(field[2], "0.125");
+        assert_close(atof(field[3]), N_TRAINED * (1.0 + n) * (1.0 + n), 1e-9);
+        if (n == 0) assert_string_equal(field[5], "inf");
+        assert_string_equal(field[7], n < 2 ? "sync" : "local");
+        assert_int_equal(atoi(field[8]), n < 2 ? 3 : 0);
+        assert_int_equal(atoi(field[9]), n < 2 ? 64 : 1);
+        n++;
+    }
+    fclose(in);
+    assert_int_equal(n, 5);
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_metrics_open_failure(void **state)
+{
+    fx *f = *state;
+    mock_init(&f->mock, 2, 4);
+    snprintf(f->cfg.log, sizeof f->cfg.log, "/nonexistent-selsync/m_%%r.tsv");
+    assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EIO);
+    assert_null(f->e);
+    assert_contains(f->err, "/nonexistent-selsync/m_2.tsv");
+    assert_contains(f->err, strerror(ENOENT));
+}
+
+/* ---- errors ---- */
+
+static selsync_status try_create(fx *f)
+{
+    selsync_status st = selsync_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err);
+    if (st != SELSYNC_OK) {
+        assert_null(f->e);
+        assert_true(f->err[0] != '\0');
+    }
+    return st;
+}
+
+static void test_create_rejects(void **state)
+{
+    fx *f = *state;
+    selsync_comm no_ops = {NULL, NULL};
+    assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_create(NULL, &f->comm, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_create(&f->cfg, NULL, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_create(&f->cfg, &f->comm, NULL, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_create(&f->cfg, &f->comm, &f->model, NULL, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_create(&f->cfg, &no_ops, &f->model, &f->e, NULL, 0), SELSYNC_EINVAL);
+
+    f->t[4].layer = N_LAYERS;
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    assert_contains(f->err, "layer");
+    f->t[4].layer = 3;
+    f->t[1].count = 0;
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    f->t[1].count = 2;
+    f->t[0].param = NULL;
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    f->t[0].param = f->w0;
+    f->t[2].grad = NULL;
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    assert_contains(f->err, "grad");
+    f->t[2].grad = f->gw1;
+    f->model.n_tensors = 0;
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    f->model.n_tensors = N_TENSORS;
+    f->mock.rank = 2; /* of 2 */
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    f->mock.rank = 0;
+
+    f->cfg.aggregate = SELSYNC_AGGREGATE_DEFAULT; /* config not finished */
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+    f->cfg.method = SELSYNC_METHOD_SSP;
+    assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(try_create(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "parameter server");
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+    assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(try_create(f), SELSYNC_OK);
+}
+
+static void test_state_errors(void **state)
+{
+    fx *f = *state;
+    assert_int_equal(selsync_before_update(NULL, 0, 0), SELSYNC_EINVAL);
+    assert_int_equal(selsync_after_update(NULL), SELSYNC_EINVAL);
+    assert_int_equal(selsync_finish(NULL), SELSYNC_EINVAL);
+    assert_null(selsync_last_step(NULL));
+    make(f);
+    assert_null(selsync_last_step(f->e));
+    assert_string_equal(selsync_engine_error(f->e), "");
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_ESTATE);
+    assert_contains(selsync_engine_error(f->e), "without");
+    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_OK);
+    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_ESTATE);
+    assert_int_equal(selsync_finish(f->e), SELSYNC_ESTATE);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_ESTATE);
+    assert_int_equal(selsync_last_step(f->e)->step, 0);
+}
+
+static void test_comm_failures(void **state)
+{
+    fx *f = *state;
+    f->cfg.warmup = 1;
+    make(f);
+    f->mock.fail_sum_call = 1;
+    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_ECOMM);
+    assert_contains(selsync_engine_error(f->e), "sum_f32");
+    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_ECOMM); /* stays failed */
+
+    selsync_destroy(f->e);
+    mock_init(&f->mock, 0, 2);
+    f->mock.fail_any_call = 1;
+    make(f);
+    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_OK); /* warm-up: no any */
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_ECOMM);
+    assert_contains(selsync_engine_error(f->e), "any");
+    assert_int_equal(f->mock.abort_calls, 0); /* the host decides */
+}
+
+static void test_comm_single(void **state)
+{
+    fx *f = *state;
+    selsync_comm c = selsync_comm_single();
+    float buf[3] = {1, 2, 3}, before[N_ALL], after[N_ALL];
+    double d[2] = {4, 5};
+    uint8_t flags[2] = {0, 1};
+    selsync_totals tot;
+    assert_int_equal(c.ops->rank(c.ctx), 0);
+    assert_int_equal(c.ops->size(c.ctx), 1);
+    assert_int_equal(c.ops->any(c.ctx, flags, 2), SELSYNC_OK);
+    assert_int_equal(c.ops->sum_f32(c.ctx, buf, 3), SELSYNC_OK);
+    assert_int_equal(c.ops->sum_f64(c.ctx, d, 2), SELSYNC_OK);
+    assert_int_equal(c.ops->bcast(c.ctx, buf, sizeof buf, 0), SELSYNC_OK);
+    assert_true(flags[0] == 0 && flags[1] == 1 && buf[0] == 1 && buf[2] == 3 && d[1] == 5);
+    assert_int_equal(c.ops->bytes_sent(c.ctx), 0);
+
+    f->comm = c;
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    make(f);
+    snapshot(before);
+    for (int t = 0; t < 3; t++) assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP);
+    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    snapshot(after);
+    assert_memory_equal(before, after, sizeof after);
+    selsync_get_totals(f->e, &tot);
+    assert_int_equal(tot.bytes_sent, 0);
+    assert_int_equal(tot.bsp_bytes, 0);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_ewma_known_sequence),
+        T(test_ewma_auto_smoothing),
+        T(test_zero_norms_sync),
+        T(test_nonfinite_gradient_syncs),
+        T(test_constant_norms_local_after_warmup),
+        T(test_residual_is_subtracted),
+        T(test_delta_zero_syncs_every_step),
+        T(test_huge_delta_syncs_only_in_warmup),
+        T(test_remote_flag_syncs),
+        T(test_no_agreement_for_baselines),
+        T(test_layer_granularity),
+        T(test_aggregate_params),
+        T(test_aggregate_params_no_bn),
+        T(test_aggregate_grads),
+        T(test_aggregate_grads_no_bn),
+        T(test_fedavg_members),
+        T(test_fedavg_all_ranks),
+        T(test_finish_and_totals),
+        T(test_finish_without_bn),
+        T(test_metrics_file),
+        T(test_metrics_open_failure),
+        T(test_create_rejects),
+        T(test_state_errors),
+        T(test_comm_failures),
+        T(test_comm_single),
+    };
+#undef T
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
