@@ -13,8 +13,10 @@ name=$(basename "$cfg" .cfg)
 
 sh "$root/scripts/install-deps.sh"
 echo "== build"
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j "$(nproc)" --target darknet | grep -E "error|warning: .*selsync" || true
+mkdir -p "$build"
+{ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release &&
+  cmake --build "$build" -j "$(nproc)" --target darknet; } >"$build/demo-build.log" 2>&1 \
+    || { tail -n 30 "$build/demo-build.log"; echo "build failed; see $build/demo-build.log" >&2; exit 1; }
 echo "== data"
 python3 "$root/scripts/prepare-fashion-mnist.py"
 data="$root/data/fashion-mnist/fmnist.data"

@@ -13,10 +13,17 @@
 #include <mpi.h>
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 30)
-/* Arrays not divisible by the rank count up to this size are copied into a
- * padded scratch and reduced in one reduce-scatter + allgather; larger ones
- * run their divisible head in place and only the tail (< size elements)
- * through the scratch, which saves two copies of the array. */
+/* Ring: bytes per MPI_Sendrecv segment (also the scratch size bound). */
+#define RING_SEGMENT_BYTES ((size_t)64 << 20)
+/* MPI_Reduce_scatter_block: bytes per reduce-scatter + allgather pair. Open
+ * MPI allocates a temporary of about this size inside each call; kept below
+ * glibc's largest dynamic mmap threshold (32 MiB) so it is recycled from the
+ * heap instead of being mapped and page-faulted afresh on every call. */
+#define RSB_CHUNK_BYTES ((size_t)4 << 20)
+/* RSB: arrays not divisible by the rank count up to this size are copied
+ * into a padded scratch and reduced in one pair of calls; larger ones run
+ * their divisible head in place and only the tail (< size elements) through
+ * the scratch, which saves two copies of the array. */
 #define SMALL_PADDED_BYTES ((size_t)64 << 10)
 
 typedef struct mpi_ctx {
@@ -29,6 +36,7 @@ typedef struct mpi_ctx {
     float *scratch;      /* sum_f32 scratch, kept between calls */
     size_t scratch_cap;  /* in floats */
     size_t chunk_bytes;  /* cap on bytes per MPI call */
+    selsync_mpi_sum_algorithm sum_alg;
     uint64_t bytes;      /* bytes_sent estimate */
     char last_error[MPI_MAX_ERROR_STRING + 160];
 } mpi_ctx;
@@ -38,6 +46,7 @@ static mpi_ctx g = {
     .rank = 0,
     .size = 1,
     .chunk_bytes = DEFAULT_CHUNK_BYTES,
+    .sum_alg = SELSYNC_MPI_SUM_RING,
 };
 
 static void set_error(const char *fmt, ...)
@@ -159,19 +168,19 @@ static selsync_status rs_ag_padded(float *buf, size_t n)
     return SELSYNC_OK;
 }
 
-static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
+static selsync_status sum_f32_rsb(float *buf, size_t n)
 {
-    selsync_status s = check_live(ctx, buf, n, "sum_f32");
-    if (s != SELSYNC_OK || n == 0 || g.size == 1) return s;
     size_t p = (size_t)g.size;
     /* Per pair of calls: a multiple of p elements, block <= INT_MAX. */
-    size_t block_max = chunk_elems(sizeof(float)) / p;
+    size_t cap = g.chunk_bytes < RSB_CHUNK_BYTES ? g.chunk_bytes : RSB_CHUNK_BYTES;
+    size_t block_max = cap / sizeof(float) / p;
     if (block_max == 0) block_max = 1;
     size_t chunk = block_max * p;
     size_t small = SMALL_PADDED_BYTES / sizeof(float);
     for (size_t pos = 0; pos < n;) {
         size_t piece = n - pos < chunk ? n - pos : chunk;
         size_t tail = piece % p;  /* non-zero only in the last piece */
+        selsync_status s;
         if (tail == 0) {
             s = rs_ag_direct(buf + pos, piece);
         } else if (piece <= small) {
@@ -184,6 +193,74 @@ static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
         pos += piece;
     }
     return SELSYNC_OK;
+}
+
+/* Block b of n elements over p ranks: the first n % p blocks have one
+ * element more. */
+static size_t blk_off(size_t n, size_t p, size_t b)
+{
+    return b * (n / p) + (b < n % p ? b : n % p);
+}
+
+static size_t blk_len(size_t n, size_t p, size_t b)
+{
+    return n / p + (b < n % p);
+}
+
+/* Ring reduce-scatter then ring allgather, in place, over MPI_Sendrecv.
+ * Reduce-scatter step s (0 .. p-2): send block (r-s-1) to the right
+ * neighbour, receive block (r-s-2) from the left one into the scratch and
+ * add it into buf; after p-1 steps rank r alone holds the complete sum of
+ * block r. Allgather step s: send block (r-s) right, receive block (r-s-1)
+ * from the left straight into buf. Each segment <= RING_SEGMENT_BYTES (and
+ * chunk_bytes), so counts stay below INT_MAX and the scratch stays bounded;
+ * the scratch is allocated once and kept, so no call page-faults. */
+static selsync_status sum_f32_ring(float *buf, size_t n)
+{
+    size_t p = (size_t)g.size, r = (size_t)g.rank;
+    int right = (int)((r + 1) % p), left = (int)((r + p - 1) % p);
+    size_t seg = g.chunk_bytes < RING_SEGMENT_BYTES ? g.chunk_bytes : RING_SEGMENT_BYTES;
+    seg /= sizeof(float);
+    if (seg == 0) seg = 1;
+    size_t maxblk = blk_len(n, p, 0);
+    selsync_status st = reserve_scratch(maxblk < seg ? maxblk : seg);
+    if (st != SELSYNC_OK) return st;
+    float *tmp = g.scratch;
+    uint64_t sent = 0;
+    for (int phase = 0; phase < 2; ++phase) {
+        for (size_t s = 0; s + 1 < p; ++s) {
+            size_t sb = phase == 0 ? (r + 2 * p - s - 1) % p : (r + p - s) % p;
+            size_t rb = (sb + p - 1) % p;
+            float *sp = buf + blk_off(n, p, sb), *rp = buf + blk_off(n, p, rb);
+            size_t sl = blk_len(n, p, sb), rl = blk_len(n, p, rb);
+            /* Every rank runs the same number of segments per step (those
+             * of the largest block), so each send has its matching receive
+             * even where a block is shorter or empty. */
+            for (size_t o = 0; o < maxblk; o += seg) {
+                size_t sc = o < sl ? (sl - o < seg ? sl - o : seg) : 0;
+                size_t rc = o < rl ? (rl - o < seg ? rl - o : seg) : 0;
+                int e = MPI_Sendrecv(sp + o, (int)sc, MPI_FLOAT, right, 0,
+                                     phase == 0 ? tmp : rp + o, (int)rc, MPI_FLOAT, left, 0,
+                                     g.comm, MPI_STATUS_IGNORE);
+                if (e != MPI_SUCCESS) return mpi_fail("MPI_Sendrecv", e);
+                if (phase == 0 && rc) {
+                    /* rp[o..] += tmp[..], with the MPI library's vectorised op. */
+                    e = MPI_Reduce_local(tmp, rp + o, (int)rc, MPI_FLOAT, MPI_SUM);
+                    if (e != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", e);
+                }
+                sent += sc * sizeof(float);
+            }
+        }
+    }
+    g.bytes += sent;
+    return SELSYNC_OK;
+}
+
+static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
+{
+    selsync_status s = check_live(ctx, buf, n, "sum_f32");
+    if (s != SELSYNC_OK || n == 0 || g.size == 1) return s;
+    return g.sum_alg == SELSYNC_MPI_SUM_RSB ? sum_f32_rsb(buf, n) : sum_f32_ring(buf, n);
 }
 
 static selsync_status allreduce_chunks(void *buf, size_t n, size_t esize, MPI_Datatype type,
@@ -360,6 +437,18 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
         }
         return SELSYNC_ECOMM;
     }
+    const char *alg = getenv("SELSYNC_MPI_SUM");
+    if (alg && strcmp(alg, "reduce_scatter_block") == 0) g.sum_alg = SELSYNC_MPI_SUM_RSB;
+    else if (alg && *alg && strcmp(alg, "ring") != 0) {
+        set_error("SELSYNC_MPI_SUM=%s: expected ring or reduce_scatter_block", alg);
+        copy_err(err, errlen, g.last_error);
+        MPI_Comm_free(&g.comm);
+        if (g.own_init) {
+            MPI_Finalize();
+            g.own_init = 0;
+        }
+        return SELSYNC_ECONFIG;
+    }
     g.active = 1;
     g.aborting = 0;
     g.bytes = 0;
@@ -402,5 +491,12 @@ size_t selsync_mpi_set_chunk_bytes(size_t bytes)
 {
     size_t prev = g.chunk_bytes;
     g.chunk_bytes = bytes ? bytes : DEFAULT_CHUNK_BYTES;
+    return prev;
+}
+
+selsync_mpi_sum_algorithm selsync_mpi_set_sum_algorithm(selsync_mpi_sum_algorithm alg)
+{
+    selsync_mpi_sum_algorithm prev = g.sum_alg;
+    if (alg == SELSYNC_MPI_SUM_RING || alg == SELSYNC_MPI_SUM_RSB) g.sum_alg = alg;
     return prev;
 }

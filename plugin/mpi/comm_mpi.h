@@ -9,28 +9,39 @@
  *
  * Collectives (all ranks call the same ops in the same order, with the same
  * counts and root):
- *   sum_f32   MPI_Reduce_scatter_block(MPI_SUM) into a scratch block, then
- *             MPI_Allgather of the blocks. Each element is reduced on exactly
- *             one rank and then copied, so all ranks receive the same bits,
- *             whatever the rank count or the MPI library's algorithms.
- *             Counts not divisible by the rank count are padded with zeros
- *             (small arrays: copied into a padded scratch; large ones: the
- *             divisible head runs in place, the last n % size elements in a
- *             padded scratch of size elements).
+ *   sum_f32   a reduce-scatter followed by an allgather, so each element is
+ *             summed on exactly one rank and then copied: every rank receives
+ *             the same bits, whatever the rank count or the MPI library, and
+ *             each rank sends 2 (N-1)/N of the array (bandwidth-optimal).
+ *             Two implementations, chosen with selsync_mpi_set_sum_algorithm
+ *             or SELSYNC_MPI_SUM=ring|reduce_scatter_block at init:
+ *     ring (default): a ring reduce-scatter and a ring allgather over
+ *             MPI_Sendrecv, in place in the caller's array, blocks of
+ *             n/N or n/N + 1 elements (no padding), segments of at most
+ *             64 MiB received into a scratch kept between calls. Block b is
+ *             summed in the fixed order b+1, b+2, ..., b (mod N).
+ *     reduce_scatter_block: MPI_Reduce_scatter_block(MPI_SUM) into a
+ *             scratch block, then MPI_Allgather, in pairs of at most 4 MiB;
+ *             counts not divisible by N are zero-padded (small arrays:
+ *             copied into a padded scratch; large ones: divisible head in
+ *             place, the last n % N elements in a padded scratch).
+ *             Slower with Open MPI 4.1, whose default reduce_scatter_block
+ *             is a linear reduce to rank 0 plus a scatterv.
  *   any       MPI_Allreduce(MPI_BOR) on MPI_UINT8_T.
  *   sum_f64   MPI_Allreduce(MPI_SUM) on MPI_DOUBLE (no bitwise guarantee).
  *   bcast     MPI_Bcast of MPI_BYTE.
  * Each is issued in chunks (at most 1 GiB, and never more than INT_MAX
  * elements per MPI call), so counts above INT_MAX work.
  *
- * bytes_sent is an estimate of the payload this rank put on the wire, by
- * algorithm, for N ranks and a call of `count` elements of `esize` bytes:
- *   sum_f32, any, sum_f64 (reduce-scatter + allgather, or a ring allreduce):
- *       2 * (N - 1) * ceil(count / N) * esize      (= 2 (N-1)/N * S when
- *       N divides count; padding elements count as sent); per chunk.
- *   bcast of S bytes from root (binomial tree): S times the number of
- *       children of this rank in the binomial tree rooted at root; the root
- *       sends ceil(log2 N) * S, leaves 0, and the whole job (N - 1) * S.
+ * bytes_sent is the payload this rank sent, by algorithm, for N ranks and a
+ * call of `count` elements of `esize` bytes (S = count * esize):
+ *   sum_f32 ring: exactly what it sends, 2 S - (len(r) + len(r+1)) esize for
+ *       rank r, i.e. 2 (N-1)/N S when N divides count; 2 (N-1) S over the job.
+ *   sum_f32 reduce_scatter_block, any, sum_f64 (estimate as for a ring
+ *       allreduce): 2 (N-1) ceil(count / N) esize per chunk (padding counts).
+ *   bcast of S bytes from root (estimate as for a binomial tree): S times
+ *       the number of children of this rank in the binomial tree rooted at
+ *       root; the root sends ceil(log2 N) S, leaves 0, the job (N-1) S.
  *   Nothing is counted with N == 1. */
 #ifndef SELSYNC_COMM_MPI_H
 #define SELSYNC_COMM_MPI_H
@@ -48,7 +59,9 @@
  * with selsync_comm_single() and does not touch MPI. A second call while
  * active returns the same communicator.
  * Returns SELSYNC_ECOMM (message in err) when MPI_Init_thread fails or
- * provides less than MPI_THREAD_FUNNELED; SELSYNC_EINVAL on NULL out.
+ * provides less than MPI_THREAD_FUNNELED; SELSYNC_ECONFIG when
+ * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block";
+ * SELSYNC_EINVAL on NULL out.
  *
  * The atexit handler: if the process exits while MPI is initialised by this
  * module and not finalised (e.g. exit(1) on one rank's error path), it prints
@@ -71,6 +84,15 @@ int selsync_mpi_active(void);
  * call and MPI_Error_string of its error code. Static storage; valid until
  * the next call of this module. */
 const char *selsync_mpi_last_error(void);
+
+typedef enum selsync_mpi_sum_algorithm {
+    SELSYNC_MPI_SUM_RING = 0,   /* default */
+    SELSYNC_MPI_SUM_RSB         /* MPI_Reduce_scatter_block + MPI_Allgather */
+} selsync_mpi_sum_algorithm;
+
+/* Selects the sum_f32 implementation (see above); returns the previous one.
+ * Must be the same on all ranks at every sum_f32 call. */
+selsync_mpi_sum_algorithm selsync_mpi_set_sum_algorithm(selsync_mpi_sum_algorithm alg);
 
 /* For tests: caps the bytes per MPI call of each collective (so chunk loops
  * can be exercised with small buffers); 0 restores the default (1 GiB).

@@ -1,12 +1,14 @@
 /* Usage: mpirun -np N bench_transfer [REPS] [WARMUP] [MIB...]
  * Times the MPI transport's sum_f32 (reduce-scatter + allgather, bitwise
- * identical on all ranks) against a bare MPI_Allreduce(MPI_SUM, MPI_FLOAT)
- * of the same byte count on the same ranks. Per payload (default 1, 8 and
- * 32 MiB): WARMUP untimed calls of each, then REPS timed repetitions
- * (default 20) of both, interleaved and alternating which goes first, each
- * call between barriers and timed as the slowest rank's time. Rank 0 prints
- * median ms per call, algorithm throughput (payload bytes / time) and the
- * throughput ratio ours/bare (>= 0.90 is the goal). */
+ * identical on all ranks; default ring implementation, "ours") against a bare
+ * MPI_Allreduce(MPI_SUM, MPI_FLOAT) of the same byte count on the same
+ * ranks, and for reference the transport's MPI_Reduce_scatter_block variant
+ * ("rsb"). Per payload (default 1, 8 and 32 MiB): WARMUP untimed calls of
+ * each, then REPS timed repetitions (default 20), interleaved and rotating
+ * which goes first, each call between barriers, its time the slowest rank's.
+ * Rank 0 prints median ms per call, algorithm throughput (payload bytes /
+ * time), the throughput ratio ours/bare (>= 0.90 is the goal) and whether
+ * the bare allreduce happened to give identical bits on all ranks. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <stdint.h>
@@ -73,69 +75,69 @@ int main(int argc, char **argv)
     if (reps < 1) reps = 1;
     if (warmup < 0) warmup = 0;
 
-    double *t_ours = malloc((size_t)reps * sizeof(double));
-    double *t_bare = malloc((size_t)reps * sizeof(double));
-    if (!t_ours || !t_bare) {
-        fprintf(stderr, "out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
+    double *t[3];
+    for (int j = 0; j < 3; ++j) {
+        t[j] = malloc((size_t)reps * sizeof(double));
+        if (!t[j]) {
+            fprintf(stderr, "out of memory\n");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
     }
     if (rank == 0) {
         printf("# %d ranks, %d timed reps after %d warm-up calls, median per call\n", size, reps,
                warmup);
-        printf("%12s %10s %10s %11s %11s %8s %s\n", "bytes", "ours ms", "bare ms", "ours GB/s",
-               "bare GB/s", "ratio", "bare identical");
+        printf("%10s %9s %9s %9s %10s %10s %7s %s\n", "bytes", "ours ms", "bare ms", "rsb ms",
+               "ours GB/s", "bare GB/s", "ratio", "bare identical");
     }
     int status = 0;
     for (int k = 0; k < n_sizes; ++k) {
         size_t mib = argc > 3 ? (size_t)strtoull(argv[3 + k], NULL, 10) : def_mib[k];
         size_t bytes = mib << 20, n = bytes / sizeof(float);
-        float *a = malloc(bytes), *b = malloc(bytes);
-        if (!a || !b) {
-            fprintf(stderr, "out of memory for %zu bytes\n", bytes);
-            MPI_Abort(MPI_COMM_WORLD, 1);
+        float *buf[3];
+        for (int j = 0; j < 3; ++j) {
+            buf[j] = malloc(bytes);
+            if (!buf[j]) {
+                fprintf(stderr, "out of memory for %zu bytes\n", bytes);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            fill(buf[j], n, rank);
         }
-        fill(a, n, rank);
-        fill(b, n, rank);
-        for (int w = 0; w < warmup; ++w) {
-            if (c.ops->sum_f32(c.ctx, a, n) != SELSYNC_OK) status = 1;
-            MPI_Allreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        }
-        for (int r = 0; r < reps; ++r) {
-            double t[2];
-            fill(a, n, rank);
-            fill(b, n, rank);
-            for (int j = 0; j < 2; ++j) {
-                int ours = (j + r) % 2 == 0;
+        /* j: 0 ours (ring), 1 bare MPI_Allreduce, 2 ours (reduce_scatter_block) */
+        for (int r = -warmup; r < reps; ++r) {
+            double tl[3];
+            for (int j = 0; j < 3; ++j) fill(buf[j], n, rank);
+            for (int i = 0; i < 3; ++i) {
+                int j = (i + (r < 0 ? 0 : r)) % 3;
                 MPI_Barrier(MPI_COMM_WORLD);
                 double t0 = MPI_Wtime();
-                if (ours) {
-                    if (c.ops->sum_f32(c.ctx, a, n) != SELSYNC_OK) status = 1;
+                if (j == 1) {
+                    MPI_Allreduce(MPI_IN_PLACE, buf[1], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 } else {
-                    MPI_Allreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                    selsync_mpi_set_sum_algorithm(j == 0 ? SELSYNC_MPI_SUM_RING : SELSYNC_MPI_SUM_RSB);
+                    if (c.ops->sum_f32(c.ctx, buf[j], n) != SELSYNC_OK) status = 1;
                 }
-                t[ours ? 0 : 1] = MPI_Wtime() - t0;
+                tl[j] = MPI_Wtime() - t0;
             }
-            double tm[2];
-            MPI_Allreduce(t, tm, 2, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            t_ours[r] = tm[0];
-            t_bare[r] = tm[1];
+            double tm[3];
+            MPI_Allreduce(tl, tm, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            if (r >= 0)
+                for (int j = 0; j < 3; ++j) t[j][r] = tm[j];
         }
+        selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
         /* Identity of the last results on all ranks (ours must be). */
-        int ours_same = same_everywhere(fnv1a(a, bytes));
-        int bare_same = same_everywhere(fnv1a(b, bytes));
+        int ours_same = same_everywhere(fnv1a(buf[0], bytes)) && same_everywhere(fnv1a(buf[2], bytes));
+        int bare_same = same_everywhere(fnv1a(buf[1], bytes));
         if (!ours_same) status = 1;
-        double mo = median(t_ours, reps), mb = median(t_bare, reps);
+        double mo = median(t[0], reps), mb = median(t[1], reps), mr = median(t[2], reps);
         if (rank == 0) {
-            printf("%12zu %10.3f %10.3f %11.2f %11.2f %8.2f %s%s\n", bytes, mo * 1e3, mb * 1e3,
-                   bytes / mo * 1e-9, bytes / mb * 1e-9, mb / mo, bare_same ? "yes" : "no",
-                   ours_same ? "" : "  (ours NOT identical: bug)");
+            printf("%10zu %9.3f %9.3f %9.3f %10.2f %10.2f %7.2f %s%s\n", bytes, mo * 1e3, mb * 1e3,
+                   mr * 1e3, bytes / mo * 1e-9, bytes / mb * 1e-9, mb / mo,
+                   bare_same ? "yes" : "no", ours_same ? "" : "  (ours NOT identical: bug)");
             fflush(stdout);
         }
-        free(a);
-        free(b);
+        for (int j = 0; j < 3; ++j) free(buf[j]);
     }
-    free(t_ours);
-    free(t_bare);
+    for (int j = 0; j < 3; ++j) free(t[j]);
     selsync_mpi_finalize();
     return status;
 }

@@ -282,15 +282,32 @@ static void check_bytes_sent(void)
     d = C.ops->bytes_sent(C.ctx) - before;
     ok = s == SELSYNC_OK && d == 2 * (P - 1) * 1000 * sizeof(float);
     if (!ok) note("bytes_sent sum_f32", "delta %llu", (unsigned long long)d);
-    check("bytes_sent: sum_f32 of S bytes adds 2 (N-1)/N S", ok);
+    check("bytes_sent: ring sum_f32 of S bytes (N divides n) adds 2 (N-1)/N S", ok);
 
-    /* sum_f32, n = size + 1: padded to 2 * size elements. */
+    /* Ring, n = size + 1: rank r sends 2n - len(r) - len(r+1) floats, where
+     * block 0 has 2 elements and the others 1; the job 2 (N-1) n floats. */
+    size_t m = (size_t)g_size + 1;
     before = C.ops->bytes_sent(C.ctx);
-    s = f ? C.ops->sum_f32(C.ctx, f, (size_t)g_size + 1) : SELSYNC_ENOMEM;
+    s = f ? C.ops->sum_f32(C.ctx, f, m) : SELSYNC_ENOMEM;
     d = C.ops->bytes_sent(C.ctx) - before;
+    uint64_t len_r = g_rank == 0 ? 2 : 1, len_next = (g_rank + 1) % g_size == 0 ? 2 : 1;
+    uint64_t want = g_size == 1 ? 0 : (2 * m - len_r - len_next) * sizeof(float), job = 0;
+    MPI_Allreduce(&d, &job, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    ok = s == SELSYNC_OK && d == want && job == 2 * (P - 1) * m * sizeof(float);
+    if (!ok) note("bytes_sent ring uneven", "delta %llu (want %llu), job %llu",
+                  (unsigned long long)d, (unsigned long long)want, (unsigned long long)job);
+    check("bytes_sent: ring sum_f32 n=size+1 counts what each rank sends, job 2 (N-1) S", ok);
+
+    /* reduce_scatter_block, n = size + 1: padded to 2 * size elements. */
+    selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RSB);
+    before = C.ops->bytes_sent(C.ctx);
+    s = f ? C.ops->sum_f32(C.ctx, f, m) : SELSYNC_ENOMEM;
+    d = C.ops->bytes_sent(C.ctx) - before;
+    selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
     ok = s == SELSYNC_OK && d == 2 * (P - 1) * 2 * sizeof(float);
     if (!ok) note("bytes_sent padded", "delta %llu", (unsigned long long)d);
-    check("bytes_sent: sum_f32 counts padding (n=size+1 -> 2 (N-1) * 2 floats)", ok);
+    check("bytes_sent: reduce_scatter_block sum_f32 counts padding (n=size+1 -> 2 (N-1) 2 floats)",
+          ok);
 
     before = C.ops->bytes_sent(C.ctx);
     s = C.ops->sum_f32(C.ctx, f, 0);
@@ -467,17 +484,31 @@ int main(int argc, char **argv)
     check("init: mpi communicator, rank/size of MPI_COMM_WORLD, active, repeatable", ok);
     if (g_rank == 0) printf("# %d ranks\n", g_size);
 
-    /* sum_f32 */
+    /* sum_f32, with each implementation */
     size_t sizes[] = {0, 1, (size_t)g_size - 1, (size_t)g_size, (size_t)g_size + 1,
                       2 * (size_t)g_size + 1, 16385, 16384 * (size_t)g_size + 1, 1000003};
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
-        check_sum_f32(sizes[k], 1000 + k, "");
-    size_t prev = selsync_mpi_set_chunk_bytes(4000);
-    check_sum_f32(1000003, 77, " (chunked, 4000-byte calls)");
-    check_sum_f32(1001, 78, " (chunked, 4000-byte calls)");
-    selsync_mpi_set_chunk_bytes(1);  /* one element per block */
-    check_sum_f32(2 * (size_t)g_size + 1, 79, " (chunked, 1 float per block)");
-    selsync_mpi_set_chunk_bytes(prev);
+    static const struct { selsync_mpi_sum_algorithm alg; const char *label; } algs[] = {
+        {SELSYNC_MPI_SUM_RING, ", ring"},
+        {SELSYNC_MPI_SUM_RSB, ", reduce_scatter_block"},
+    };
+    check("set_sum_algorithm: ring is the default",
+          selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING) == SELSYNC_MPI_SUM_RING);
+    size_t prev = 0;
+    for (int a = 0; a < 2; ++a) {
+        char label[96];
+        selsync_mpi_set_sum_algorithm(algs[a].alg);
+        for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; ++k)
+            check_sum_f32(sizes[k], 1000 + k, algs[a].label);
+        prev = selsync_mpi_set_chunk_bytes(4000);
+        snprintf(label, sizeof label, "%s, chunked (4000-byte calls)", algs[a].label);
+        check_sum_f32(1000003, 77, label);
+        check_sum_f32(1001, 78, label);
+        selsync_mpi_set_chunk_bytes(1);  /* one float per call */
+        snprintf(label, sizeof label, "%s, chunked (1 float per call)", algs[a].label);
+        check_sum_f32(2 * (size_t)g_size + 1, 79, label);
+        selsync_mpi_set_chunk_bytes(prev);
+    }
+    selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
     check("set_chunk_bytes returns the previous cap (default 1 GiB)",
           prev == ((size_t)1 << 30) && selsync_mpi_set_chunk_bytes(0) == prev &&
               selsync_mpi_set_chunk_bytes(0) == prev);

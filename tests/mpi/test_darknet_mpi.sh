@@ -1,0 +1,122 @@
+#!/bin/sh
+# Usage: test_darknet_mpi.sh DARKNET SOURCE_DIR WORK_DIR
+# The darknet executable under a real `mpirun -np 2`:
+#  - classifier training on Fashion-MNIST with [selsync]: exits 0, the
+#    decision is appended to Darknet's per-iteration line, a summary and a
+#    metrics file per rank are written, the weights are written once;
+#  - detector training on a tiny generated detection set: exits 0, final
+#    weights written once;
+#  - ranks that built different networks, a file missing on one rank, or a
+#    bad [selsync] value end the whole job with a message, never a hang.
+set -u
+darknet=$1 src=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work"; mkdir -p "$work/backup"
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+mpi() { timeout 120 ${MPIEXEC:-mpirun} --oversubscribe "$@"; }
+
+data="$src/data/fashion-mnist"
+python3 "$src/scripts/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
+    || { cat "$work/prepare.log"; echo "0 passed, 1 failed"; exit 1; }
+sed "s#^backup=.*#backup=$work/backup#" "$data/fmnist.data" >"$work/fmnist.data"
+
+# --- classifier ----------------------------------------------------------------
+{ sed 's/^max_batches=.*/max_batches=20/' "$src/cfg/fmnist-tiny.cfg"
+  printf '\n[selsync]\ndelta=0.3\nwindow=5\nlog=%s/cls.%%r.tsv\n' "$work"; } >"$work/cls.cfg"
+mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/cls.cfg" >"$work/cls.out" 2>&1
+check "classifier under mpirun exits 0" '[ $? -eq 0 ]'
+check "weights saved once" '[ "$(grep -c "Saving weights" "$work/cls.out")" -eq 1 ] && [ -s "$work/backup/cls.weights" ]'
+check "decision on the iteration line" 'grep -q "^20, .* images | .*synced [0-9]*/20 " "$work/cls.out"'
+check "iteration lines from rank 0 only" '[ "$(grep -c " avg, " "$work/cls.out")" -eq 20 ]'
+check "summary printed" 'grep -q "^selsync: summary: method=selsync, 2 ranks, 20 steps" "$work/cls.out"'
+check "a metrics file per rank" '[ "$(wc -l <"$work/cls.0.tsv")" -eq 21 ] && [ "$(wc -l <"$work/cls.1.tsv")" -eq 21 ]'
+check "ranks trained on different shards" '! cmp -s "$work/cls.0.tsv" "$work/cls.1.tsv"'
+
+# --- detector ------------------------------------------------------------------
+python3 "$here/make_tiny_detection.py" "$work/det" 8
+cat >"$work/det.cfg" <<CFG
+[net]
+batch=4
+subdivisions=1
+width=64
+height=64
+channels=3
+momentum=0.9
+decay=0.0005
+learning_rate=0.001
+policy=constant
+max_batches=6
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=4
+stride=4
+
+[convolutional]
+filters=21
+size=1
+stride=1
+pad=1
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=8,24, 24,8, 16,16
+classes=2
+num=3
+jitter=0
+ignore_thresh=.7
+truth_thresh=1
+random=0
+
+[selsync]
+method=bsp
+CFG
+mpi -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det.cfg" >"$work/det.out" 2>&1
+check "detector under mpirun exits 0" '[ $? -eq 0 ]'
+check "detector weights saved once" '[ "$(grep -c "Saving weights" "$work/det.out")" -eq 1 ] && [ -s "$work/det/backup/det_final.weights" ]'
+check "detector summary" 'grep -q "^selsync: summary: method=bsp, 2 ranks, 6 steps, 6 synchronised" "$work/det.out"'
+
+# --- failures end the whole job ----------------------------------------------------
+sed 's/^filters=8$/filters=6/' "$work/cls.cfg" >"$work/other.cfg"
+mpi -np 1 "$darknet" classifier train "$work/fmnist.data" "$work/cls.cfg" : \
+    -np 1 "$darknet" classifier train "$work/fmnist.data" "$work/other.cfg" >"$work/layout.out" 2>&1
+rc=$?
+check "different networks: job fails, no hang (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
+check "different networks: message" 'grep -q "differs from rank 0" "$work/layout.out"'
+
+mpi -np 1 "$darknet" classifier train "$work/fmnist.data" "$work/cls.cfg" : \
+    -np 1 "$darknet" classifier train "$work/missing.data" "$work/cls.cfg" >"$work/missing.out" 2>&1
+rc=$?
+check "file missing on one rank: job fails, no hang (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
+check "file missing on one rank: message" 'grep -q "Couldn.t open file: $work/missing.data" "$work/missing.out"'
+
+sed 's/^delta=0.3$/delta=-1/' "$work/cls.cfg" >"$work/bad.cfg"
+mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/bad.cfg" >"$work/bad.out" 2>&1
+rc=$?
+check "bad [selsync] value: job fails (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
+check "bad [selsync] value: message names file, line and key" 'grep -q "$work/bad.cfg:[0-9]*: \[selsync\] delta = .-1.: out of range" "$work/bad.out"'
+
+[ "$fail" -gt 0 ] && for f in cls det layout missing bad; do echo "--- $f"; tail -5 "$work/$f.out"; done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
