@@ -5,8 +5,7 @@
 # 10000 held-out images and prints accuracy, sync fraction and bytes saved.
 # Usage: scripts/demo.sh [RANKS] [CFG]
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${SELSYNC_BUILD_DIR:-$root/build}
+. "$(dirname "$0")/common.sh"
 ranks=${1:-2}
 cfg=${2:-$root/cfg/fmnist-selsync.cfg}
 name=$(basename "$cfg" .cfg)
@@ -23,7 +22,6 @@ data="$root/data/fashion-mnist/fmnist.data"
 
 cd "$root"
 mkdir -p backup
-export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 echo "== train: $ranks ranks, $(basename "$cfg")"
 log="backup/$name.train.log"
 mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$data" "$cfg" 2>&1 \

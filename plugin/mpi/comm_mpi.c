@@ -207,6 +207,11 @@ static size_t blk_len(size_t n, size_t p, size_t b)
     return n / p + (b < n % p);
 }
 
+static void add_f32(float *restrict dst, const float *restrict src, size_t n)
+{
+    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
 /* Ring reduce-scatter then ring allgather, in place, over MPI_Sendrecv.
  * Reduce-scatter step s (0 .. p-2): send block (r-s-1) to the right
  * neighbour, receive block (r-s-2) from the left one into the scratch and
@@ -243,11 +248,7 @@ static selsync_status sum_f32_ring(float *buf, size_t n)
                                      phase == 0 ? tmp : rp + o, (int)rc, MPI_FLOAT, left, 0,
                                      g.comm, MPI_STATUS_IGNORE);
                 if (e != MPI_SUCCESS) return mpi_fail("MPI_Sendrecv", e);
-                if (phase == 0 && rc) {
-                    /* rp[o..] += tmp[..], with the MPI library's vectorised op. */
-                    e = MPI_Reduce_local(tmp, rp + o, (int)rc, MPI_FLOAT, MPI_SUM);
-                    if (e != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", e);
-                }
+                if (phase == 0) add_f32(rp + o, tmp, rc);
                 sent += sc * sizeof(float);
             }
         }
