@@ -1,4 +1,4 @@
-/* The SelSync engine (see selsync/engine.h and docs/selsync-method.md).
+/* The SelSync engine (see selsync/engine.h and the README).
  *
  * Why it works this way:
  * - Significance. Every step each group (the whole model, or one layer with

@@ -299,6 +299,7 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     case TRAIN_BEGIN: on_train_begin(a, arg); break;
     case BEFORE_UPDATE: step(a, 1, arg); break;
     case AFTER_UPDATE: step(a, 0, arg); break;
+    case BATCH_LOADED: break;
     case ITERATION_PRINTED: on_iteration_printed(a, arg); break;
     case TRAIN_END: on_train_end(a); break;
     case BEFORE_SAVE: return a->ad->rank != 0; /* only rank 0 writes */

@@ -13,8 +13,11 @@
 #include <mpi.h>
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 30)
-/* Ring: bytes per MPI_Sendrecv segment (also the scratch size bound). */
-#define RING_SEGMENT_BYTES ((size_t)64 << 20)
+/* Ring reduce-scatter: bytes per MPI_Sendrecv segment, which is also the
+ * scratch size: small enough for the received segment to still be in cache
+ * when it is added (measured: 256 KiB - 1 MiB beat whole blocks by 10-40 %
+ * at 8-32 MiB payloads, at no cost at 1 MiB). */
+#define RING_SEGMENT_BYTES ((size_t)1 << 20)
 /* MPI_Reduce_scatter_block: bytes per reduce-scatter + allgather pair. Open
  * MPI allocates a temporary of about this size inside each call; kept below
  * glibc's largest dynamic mmap threshold (32 MiB) so it is recycled from the
@@ -207,32 +210,30 @@ static size_t blk_len(size_t n, size_t p, size_t b)
     return n / p + (b < n % p);
 }
 
-static void add_f32(float *restrict dst, const float *restrict src, size_t n)
-{
-    for (size_t i = 0; i < n; ++i) dst[i] += src[i];
-}
-
 /* Ring reduce-scatter then ring allgather, in place, over MPI_Sendrecv.
  * Reduce-scatter step s (0 .. p-2): send block (r-s-1) to the right
- * neighbour, receive block (r-s-2) from the left one into the scratch and
- * add it into buf; after p-1 steps rank r alone holds the complete sum of
- * block r. Allgather step s: send block (r-s) right, receive block (r-s-1)
- * from the left straight into buf. Each segment <= RING_SEGMENT_BYTES (and
- * chunk_bytes), so counts stay below INT_MAX and the scratch stays bounded;
- * the scratch is allocated once and kept, so no call page-faults. */
+ * neighbour, receive block (r-s-2) from the left one, segment by segment,
+ * into the scratch and add it into buf; after p-1 steps rank r alone holds
+ * the complete sum of block r. Allgather step s: send block (r-s) right,
+ * receive block (r-s-1) from the left straight into buf. Segments: at most
+ * RING_SEGMENT_BYTES in the reduce-scatter, chunk_elems() in the allgather
+ * (<= INT_MAX elements, <= chunk_bytes). The scratch is allocated once and
+ * kept, so calls do not page-fault. */
 static selsync_status sum_f32_ring(float *buf, size_t n)
 {
     size_t p = (size_t)g.size, r = (size_t)g.rank;
     int right = (int)((r + 1) % p), left = (int)((r + p - 1) % p);
-    size_t seg = g.chunk_bytes < RING_SEGMENT_BYTES ? g.chunk_bytes : RING_SEGMENT_BYTES;
-    seg /= sizeof(float);
-    if (seg == 0) seg = 1;
+    size_t seg_rs = (g.chunk_bytes < RING_SEGMENT_BYTES ? g.chunk_bytes : RING_SEGMENT_BYTES) /
+                    sizeof(float);
+    if (seg_rs == 0) seg_rs = 1;
+    size_t seg_ag = chunk_elems(sizeof(float));
     size_t maxblk = blk_len(n, p, 0);
-    selsync_status st = reserve_scratch(maxblk < seg ? maxblk : seg);
+    selsync_status st = reserve_scratch(maxblk < seg_rs ? maxblk : seg_rs);
     if (st != SELSYNC_OK) return st;
     float *tmp = g.scratch;
     uint64_t sent = 0;
     for (int phase = 0; phase < 2; ++phase) {
+        size_t seg = phase == 0 ? seg_rs : seg_ag;
         for (size_t s = 0; s + 1 < p; ++s) {
             size_t sb = phase == 0 ? (r + 2 * p - s - 1) % p : (r + p - s) % p;
             size_t rb = (sb + p - 1) % p;
@@ -248,7 +249,12 @@ static selsync_status sum_f32_ring(float *buf, size_t n)
                                      phase == 0 ? tmp : rp + o, (int)rc, MPI_FLOAT, left, 0,
                                      g.comm, MPI_STATUS_IGNORE);
                 if (e != MPI_SUCCESS) return mpi_fail("MPI_Sendrecv", e);
-                if (phase == 0) add_f32(rp + o, tmp, rc);
+                if (phase == 0 && rc) {
+                    /* rp[o..] += tmp[..] with the library's vectorised op
+                     * (measured faster here than a plain C loop). */
+                    e = MPI_Reduce_local(tmp, rp + o, (int)rc, MPI_FLOAT, MPI_SUM);
+                    if (e != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", e);
+                }
                 sent += sc * sizeof(float);
             }
         }

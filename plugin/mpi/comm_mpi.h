@@ -17,9 +17,11 @@
  *             or SELSYNC_MPI_SUM=ring|reduce_scatter_block at init:
  *     ring (default): a ring reduce-scatter and a ring allgather over
  *             MPI_Sendrecv, in place in the caller's array, blocks of
- *             n/N or n/N + 1 elements (no padding), segments of at most
- *             64 MiB received into a scratch kept between calls. Block b is
- *             summed in the fixed order b+1, b+2, ..., b (mod N).
+ *             n/N or n/N + 1 elements (no padding). The reduce-scatter moves
+ *             1 MiB segments into a 1 MiB scratch kept between calls and adds
+ *             them with MPI_Reduce_local; the allgather receives straight
+ *             into the array. Block b is summed in the fixed order
+ *             b+1, b+2, ..., b (mod N). No temporary is allocated per call.
  *     reduce_scatter_block: MPI_Reduce_scatter_block(MPI_SUM) into a
  *             scratch block, then MPI_Allgather, in pairs of at most 4 MiB;
  *             counts not divisible by N are zero-padded (small arrays:
@@ -63,10 +65,11 @@
  * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block";
  * SELSYNC_EINVAL on NULL out.
  *
- * The atexit handler: if the process exits while MPI is initialised by this
- * module and not finalised (e.g. exit(1) on one rank's error path), it prints
- * "selsync: rank R exited without finishing; aborting the job" and calls
- * MPI_Abort(MPI_COMM_WORLD, 1), so the other ranks do not hang. */
+ * The atexit handler: if the process exits while the communicator is active
+ * (selsync_mpi_finalize not called, MPI not finalised), e.g. exit(1) on one
+ * rank's error path, it prints "selsync: rank R exited without finishing;
+ * aborting the job" and calls MPI_Abort(MPI_COMM_WORLD, 1), so the other
+ * ranks do not hang. The job's exit code is then 1, whatever exit() got. */
 selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out,
                                 char *err, size_t errlen);
 

@@ -13,6 +13,7 @@
  * bare allreduce happened to give identical bits on all ranks. */
 #define _POSIX_C_SOURCE 200809L
 
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +104,11 @@ int main(int argc, char **argv)
     for (int k = 0; k < n_sizes; ++k) {
         size_t mib = argc > 3 ? (size_t)strtoull(argv[3 + k], NULL, 10) : def_mib[k];
         size_t bytes = mib << 20, n = bytes / sizeof(float);
+        if (n == 0 || n > (size_t)INT_MAX) {
+            if (rank == 0) fprintf(stderr, "bench_transfer: %zu MiB: need 1 .. 8191 MiB\n", mib);
+            status = 2;
+            continue;
+        }
         float *buf[3];
         for (int j = 0; j < 3; ++j) {
             buf[j] = malloc(bytes);
