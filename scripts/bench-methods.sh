@@ -3,31 +3,30 @@
 # same network, data, rank count and step budget, run one after the other in
 # one invocation and printed as one table.
 # Usage: scripts/bench-methods.sh [RANKS] [STEPS]
-# Environment: BENCH_CFG (default cfg/fmnist.cfg), BENCH_METHODS (default
-# "bsp selsync:0.3 selsync:0.5 fedavg:250 local"; selsync:D is selsync with
-# delta=D, fedavg:I fedavg every I steps), SELSYNC_BUILD_DIR.
+# Environment:
+#   BENCH_CFG      the network (default cfg/fmnist.cfg; its [selsync] is ignored)
+#   BENCH_METHODS  runs, separated by spaces; each is a method followed by
+#                  [selsync] settings, comma-separated, e.g. "bsp
+#                  selsync,delta=0.3 fedavg,fedavg_interval=250
+#                  selsync,delta=0.3,inject_alpha=0.5,inject_beta=0.5"
+#   BENCH_COMMON   settings for every run, comma-separated (e.g. partition=label:5)
 set -eu
 . "$(dirname "$0")/common.sh"
 ranks=${1:-2}
 steps=${2:-500}
 cfg=${BENCH_CFG:-$root/cfg/fmnist.cfg}
-methods=${BENCH_METHODS:-"bsp selsync:0.3 selsync:0.5 fedavg:250 local"}
+methods=${BENCH_METHODS:-"bsp selsync,delta=0.3 selsync,delta=0.5 fedavg,fedavg_interval=250 local"}
+common=${BENCH_COMMON:-}
 fmnist_workdir
 
-printf '%-14s %8s %10s %12s %10s %10s %8s\n' method synced "MB/rank" "bytes/step" "wall s" "comm %" top-1
+printf '%-44s %7s %9s %9s %8s %7s %8s\n' run synced "sync MB" "inject MB" "wall s" "comm %" top-1
+i=0
 for m in $methods; do
-    name=$(echo "$m" | tr ':.' '__')
-    case $m in
-        bsp) section="method=bsp" ;;
-        local) section="method=local" ;;
-        selsync:*) section="method=selsync
-delta=${m#selsync:}" ;;
-        fedavg:*) section="method=fedavg
-fedavg_interval=${m#fedavg:}" ;;
-        *) echo "unknown method $m" >&2; exit 1 ;;
-    esac
+    i=$((i + 1))
+    name=run$i
     { sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" "$cfg"
-      printf '\n[selsync]\n%s\nlog=%s/%s.%%r.tsv\n' "$section" "$work" "$name"; } >"$work/$name.cfg"
+      printf '\n[selsync]\nmethod=%s\nlog=%s/%s.%%r.tsv\n' "$m${common:+,$common}" "$work" "$name" \
+          | tr ',' '\n'; } >"$work/$name.cfg"
     start=$(date +%s.%N)
     mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$work/fmnist.data" \
         "$work/$name.cfg" >"$work/$name.out" 2>&1 || { tail "$work/$name.out"; exit 1; }
@@ -35,9 +34,13 @@ fedavg_interval=${m#fedavg:}" ;;
     top1=$("$build/darknet" classifier valid "$work/fmnist.data" "$work/$name.cfg" \
         "$work/$name.weights" 2>/dev/null | sed -n 's/.*top 1: \([0-9.]*\),.*/\1/p' | tail -n 1)
     awk -F'\t' -v m="$m" -v wall="$wall" -v top1="$top1" '
-        NR > 1 { n++; s += ($8 == "sync"); b += $10; comm += $12 + $13 + $14; all += $11 + $12 + $13 + $14 }
-        END { printf "%-14s %7.1f%% %10.2f %12.0f %10s %9.1f%% %8s\n", m, 100 * s / n, b / 1e6, b / n,
-              wall, 100 * comm / all, top1 }' "$work/$name.0.tsv"
+        /^#/ { next }
+        $1 == "step" { for (k = 1; k <= NF; k++) col[$k] = k; next }
+        { n++; s += ($col["decision"] == "sync"); b += $col["bytes_sent"]; inj += $col["inject_bytes"]
+          comm += $col["t_measure"] + $col["t_agree"] + $col["t_transfer"]
+          all += $col["t_compute"] + $col["t_measure"] + $col["t_agree"] + $col["t_transfer"] }
+        END { printf "%-44s %6.1f%% %9.2f %9.2f %8s %6.1f%% %8s\n", m, 100 * s / n, b / 1e6,
+              inj / 1e6, wall, 100 * comm / all, top1 }' "$work/$name.0.tsv"
 done
-echo "($ranks ranks, $steps steps each, $(basename "$cfg"); MB and bytes/step: rank 0's synchronisation payload," \
-     "final average excluded; comm %: measure + agree + transfer over the step time)"
+echo "($ranks ranks, $steps steps each, $(basename "$cfg")${common:+, $common}; MB: sent by rank 0," \
+     "final average excluded; comm %: measure + agree + transfer over the step time; top-1 on the 10000 held-out images)"

@@ -17,9 +17,11 @@ mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$work/fmn
 # per step: the mean over ranks, and the agreement of the last rank to arrive
 # (the minimum over ranks: the collective itself, without waiting for others)
 awk -F'\t' -v ranks="$ranks" '
-    FNR > 1 && $8 == "local" {
-        c[$1] += $11; m[$1] += $12; a[$1] += $13
-        if (!($1 in amin) || $13 < amin[$1]) amin[$1] = $13 }
+    /^#/ { next }
+    $1 == "step" { for (k = 1; k <= NF; k++) col[$k] = k; next }
+    $col["decision"] == "local" {
+        c[$1] += $col["t_compute"]; m[$1] += $col["t_measure"]; t = $col["t_agree"]; a[$1] += t
+        if (!($1 in amin) || t < amin[$1]) amin[$1] = t }
     END {
         for (s in c) { n++; C += c[s] / ranks; M += m[s] / ranks; A += a[s] / ranks; L += amin[s] }
         step = (C + M + A) / n

@@ -361,6 +361,13 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
                 "(used by: selsync, bsp, fedavg, local)", cfg->inject_alpha, cfg->inject_beta);
         return SELSYNC_ECONFIG;
     }
+    if (a && cfg->partition == SELSYNC_PARTITION_SELDP) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_INJECT_ALPHA));
+        put(&m, "inject_alpha = %g: data injection mixes skewed partitions, but with partition = seldp "
+                "every rank already reads all the data; allowed: partition = iid, label:K or dirichlet:A",
+            cfg->inject_alpha);
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->warmup < 0) cfg->warmup = cfg->window;
     if (cfg->aggregate == SELSYNC_AGGREGATE_DEFAULT)
         cfg->aggregate = cfg->method == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS;

@@ -38,6 +38,10 @@
  *   largest sum_f32 so far: exact once a full synchronisation has happened
  *   (a warm-up step, or selsync_finish for local); before any sum_f32 r is
  *   2(N-1)/N, a ring all-reduce.
+ * - Metrics file: the header line is written just before the first step's
+ *   line (or at finish/destroy if no step ran), so that selsync_log_note's
+ *   "# " lines can precede it. Injection bytes the host notes wait in
+ *   inject_next for the coming step's record.
  * - The step record's norm, smoothed value and change are the whole model's
  *   (an extra tracker with granularity = layer); its local_flag is this
  *   rank's OR of the group flags before agreement, for every method. */
@@ -82,8 +86,8 @@ struct selsync_engine {
     size_t fused_n;              /* elements of a full synchronisation */
     double ratio;                /* comm bytes per payload byte ... */
     size_t ratio_n;              /* ... measured on a sum_f32 of this many floats */
-    uint64_t step, bytes0;
-    int in_step, broken, member;
+    uint64_t step, bytes0, inject_next; /* inject_next: injection bytes of the coming step */
+    int in_step, broken, member, header_done;
     float scale;                 /* 1/k for this step */
     double t_mark;               /* end of the previous after_update */
     selsync_step cur, last;
@@ -178,9 +182,16 @@ static selsync_status open_log(selsync_engine *e, char *err, size_t len)
     if (!(e->log = fopen(e->log_path, "w")))
         return fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
                     strerror(errno));
-    fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
-          "bytes_sent\tt_compute\tt_measure\tt_agree\tt_transfer\n", e->log);
     return SELSYNC_OK;
+}
+
+/* The header line, written lazily so that notes can come first; -1 on error. */
+static int write_header(selsync_engine *e)
+{
+    if (!e->log || e->header_done) return 0;
+    e->header_done = 1;
+    return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
+                 "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer\n", e->log) < 0 ? -1 : 0;
 }
 
 selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_model *model,
@@ -260,7 +271,10 @@ nomem:
 void selsync_destroy(selsync_engine *e)
 {
     if (!e) return;
-    if (e->log) fclose(e->log);
+    if (e->log) {
+        write_header(e);
+        fclose(e->log);
+    }
     free(e->t);
     free(e->ring);
     free(e->sq);
@@ -431,6 +445,8 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->cur.step = e->step;
     e->cur.loss = loss;
     e->cur.learning_rate = learning_rate;
+    e->cur.inject_bytes = e->inject_next;
+    e->inject_next = 0;
     e->cur.t_compute = t0 - e->t_mark;
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
     measure(e);
@@ -447,10 +463,11 @@ static int write_line(FILE *f, const selsync_step *s)
 {
     char change[32] = "inf";
     if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
-    return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\n",
+    return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
+                   "\t%.9g\t%.9g\t%.9g\t%.9g\n",
                    s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
                    s->decision == SELSYNC_SYNC_STEP ? "sync" : "local", s->layers_synced, s->bytes_sent,
-                   s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ? -1 : 0;
+                   s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ? -1 : 0;
 }
 
 static selsync_status log_failed(selsync_engine *e)
@@ -490,7 +507,7 @@ selsync_status selsync_after_update(selsync_engine *e)
     e->tot.t_agree += e->cur.t_agree;
     e->tot.t_transfer += e->cur.t_transfer;
     if (e->log) {
-        bad_log = write_line(e->log, &e->cur) != 0;
+        bad_log = write_header(e) != 0 || write_line(e->log, &e->cur) != 0;
         if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
     }
     e->step++;
@@ -512,7 +529,30 @@ selsync_status selsync_finish(selsync_engine *e)
     st = transfer(e, 0, 1, 1.0f / (float)e->world, &e->tot.t_transfer);
     e->tot.bytes_sent += e->comm.ops->bytes_sent(e->comm.ctx) - b0;
     if (st != SELSYNC_OK) return st;
-    if (e->log && fflush(e->log) != 0) return log_failed(e);
+    if (e->log && (write_header(e) != 0 || fflush(e->log) != 0)) return log_failed(e);
+    return SELSYNC_OK;
+}
+
+void selsync_note_injection(selsync_engine *e, uint64_t bytes)
+{
+    if (!e) return;
+    e->inject_next += bytes;
+    e->tot.inject_bytes += bytes;
+}
+
+/* One "# " line per line of text; a final newline ends the last line. */
+selsync_status selsync_log_note(selsync_engine *e, const char *text)
+{
+    if (!e || !text) return SELSYNC_EINVAL;
+    if (!e->log) return SELSYNC_OK;
+    if (e->header_done || e->in_step || e->step > 0)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_log_note after the first step", e->step);
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        if (fputs("# ", e->log) == EOF || fwrite(p, 1, n, e->log) != n || fputc('\n', e->log) == EOF)
+            return log_failed(e);
+        p += n + (p[n] == '\n');
+    }
     return SELSYNC_OK;
 }
 

@@ -7,8 +7,10 @@
  *
  *   NETWORK_LOADED  check that every rank built the same layout, then give
  *                   every rank rank 0's weights
- *   TRAIN_BEGIN     create the engine, keep this rank's shard of the training
- *                   list, seed this rank's sampling, size the loader threads
+ *   TRAIN_BEGIN     create the engine, keep this rank's part of the training
+ *                   list (cfg partition), seed this rank's sampling, size the
+ *                   loader threads and, with injection, the images loaded
+ *   BATCH_LOADED    data injection: complete the batch with shared samples
  *   BEFORE_UPDATE / AFTER_UPDATE   the engine's step
  *   ITERATION_PRINTED   append the decision and sync fraction (rank 0)
  *   TRAIN_END       final average and summary
@@ -27,6 +29,7 @@
 #include "comm_mpi.h"
 #include "selsync/config.h"
 #include "selsync/engine.h"
+#include "selsync/inject.h"
 #include "selsync/partition.h"
 #include "selsync/rng.h"
 
@@ -40,6 +43,9 @@ typedef struct attachment {
     selsync_tensor *tensors;     /* views of the network's arrays */
     size_t n_tensors;
     selsync_engine *engine;      /* from the first training step on */
+    selsync_inject_sizes inject; /* inject.senders == 0: no injection */
+    uint64_t batches;            /* batches loaded so far (injection steps) */
+    size_t next_path;            /* seldp: position of the sequential walk */
     struct attachment *next;
 } attachment;
 
@@ -196,30 +202,90 @@ static void start_engine(attachment *a)
         fatal(a->ad, "%s", err);
 }
 
-static void on_train_begin(attachment *a, train_plan *plan)
+/* The class of a training file: the first label string found in its path
+ * (classifier), or the most frequent class in its label file (detector,
+ * the label file found as Darknet finds it); -1 when there is none. */
+static int class_of(const char *path, char **labels, int classes)
+{
+    if (labels) {
+        for (int i = 0; i < classes; ++i)
+            if (strstr(path, labels[i])) return i;
+        return -1;
+    }
+    char label_path[4096];
+    if (strlen(path) >= sizeof label_path / 2) return -1;
+    find_replace((char *)path, "images", "labels", label_path);
+    find_replace(label_path, "JPEGImages", "labels", label_path);
+    find_replace(label_path, "raw", "labels", label_path);
+    const char *ext[] = {".jpg", ".png", ".JPG", ".JPEG"};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; ++i)
+        find_replace(label_path, (char *)ext[i], ".txt", label_path);
+    FILE *f = fopen(label_path, "r");
+    if (!f) return -1;
+    int count[256] = {0}, id, best = -1;
+    float x, y, w, h;
+    while (fscanf(f, "%d %f %f %f %f", &id, &x, &y, &w, &h) == 5)
+        if (id >= 0 && id < classes && id < 256 && ++count[id] > (best < 0 ? 0 : count[best]))
+            best = id;
+    fclose(f);
+    return best;
+}
+
+/* Rank 0: one line per rank with its samples per class, to stderr and the
+ * metrics file. */
+static void report_partition(attachment *a, const int *labels, size_t n, int classes)
 {
     adapter *ad = a->ad;
-    if (!a->engine) start_engine(a);
-    /* this rank's sampling: the same seed gives the same run */
-    selsync_rng r = selsync_rng_stream(a->cfg.seed, (uint64_t)ad->rank, 0x5eed);
-    srand((unsigned)selsync_rng_next(&r));
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int fair = cores > 0 ? (int)(cores / ad->world) : 1;
-    if (fair < 2) fair = 2;
-    if (plan->threads > fair) plan->threads = fair;
-    if (ad->world == 1) return;
+    size_t cols = (size_t)classes + 1;
+    size_t *hist = calloc((size_t)ad->world * cols, sizeof *hist);
+    char err[512], line[4096];
+    if (!hist) fatal(ad, "out of memory");
+    if (selsync_partition_histogram(&a->cfg, labels, n, classes, ad->world, hist, err, sizeof err))
+        fatal(ad, "%s", err);
+    for (int r = 0; r < ad->world; ++r) {
+        size_t total = 0, len = 0;
+        for (size_t c = 0; c < cols; ++c) total += hist[r * cols + c];
+        len += (size_t)snprintf(line, sizeof line, "partition %s rank %d: %zu samples;",
+                                a->cfg.partition == SELSYNC_PARTITION_IID ? "iid"
+                                : a->cfg.partition == SELSYNC_PARTITION_SELDP ? "seldp"
+                                : a->cfg.partition == SELSYNC_PARTITION_LABEL ? "label"
+                                : "dirichlet", r, total);
+        for (size_t c = 0; c < cols && len < sizeof line; ++c)
+            if (hist[r * cols + c])
+                len += (size_t)snprintf(line + len, sizeof line - len, c == (size_t)classes
+                                        ? " none:%zu" : " %zu:%zu", c == (size_t)classes
+                                        ? hist[r * cols + c] : c, hist[r * cols + c]);
+        if (ad->rank == 0) report(ad, "%s", line);
+        if (selsync_log_note(a->engine, line)) fatal(ad, "%s", selsync_engine_error(a->engine));
+    }
+    free(hist);
+}
 
+/* seldp: the loaders read this rank's list in order, chunk after chunk. */
+static int next_in_order(int m, void *user)
+{
+    attachment *a = user;
+    return (int)(a->next_path++ % (size_t)m);
+}
+
+/* Keeps this rank's part of the training list first in paths (in reading
+ * order) and narrows the plan to it. */
+static void partition_paths(attachment *a, train_plan *plan)
+{
+    adapter *ad = a->ad;
     size_t n = (size_t)plan->n, count = 0;
+    char err[512];
+    int *labels = malloc(n * sizeof *labels);
     size_t *shard = malloc(n * sizeof *shard);
     char **copy = malloc(n * sizeof *copy);
-    if (!shard || !copy) fatal(ad, "out of memory");
-    selsync_status st = selsync_partition_iid(n, ad->world, ad->rank, a->cfg.seed, shard, &count);
-    if (st)
-        fatal(ad, "cannot split %zu training files between %d ranks: %s", n, ad->world,
-              selsync_status_str(st));
-    /* this rank's shard first, then the rest, so paths still owns them all */
     uint8_t *taken = calloc(n, 1);
-    if (!taken) fatal(ad, "out of memory");
+    if (!labels || !shard || !copy || !taken) fatal(ad, "out of memory");
+    for (size_t i = 0; i < n; ++i) labels[i] = class_of(plan->paths[i], plan->labels, plan->classes);
+    if (selsync_partition_make(&a->cfg, labels, n, plan->classes, ad->world, ad->rank, shard,
+                               &count, err, sizeof err))
+        fatal(ad, "%s (%zu training files, %d classes)", err, n, plan->classes);
+    report_partition(a, labels, n, plan->classes);
+    /* this rank's part first, then the rest, so paths still holds them all */
     size_t k = 0;
     for (size_t i = 0; i < count; ++i) {
         copy[k++] = plan->paths[shard[i]];
@@ -229,11 +295,75 @@ static void on_train_begin(attachment *a, train_plan *plan)
         if (!taken[i]) copy[k++] = plan->paths[i];
     memcpy(plan->paths, copy, n * sizeof *copy);
     plan->n = (int)count;
+    if (a->cfg.partition == SELSYNC_PARTITION_SELDP) set_path_sampler(next_in_order, a);
     free(taken);
     free(copy);
     free(shard);
-    if (ad->rank == 0)
-        report(ad, "%d ranks, %zu training files, about %zu per rank", ad->world, n, count);
+    free(labels);
+}
+
+static void on_train_begin(attachment *a, train_plan *plan)
+{
+    adapter *ad = a->ad;
+    char err[512];
+    if (!a->engine) start_engine(a);
+    /* this rank's sampling: the same seed gives the same run */
+    selsync_rng r = selsync_rng_stream(a->cfg.seed, (uint64_t)ad->rank, 0x5eed);
+    srand((unsigned)selsync_rng_next(&r));
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int fair = cores > 0 ? (int)(cores / ad->world) : 1;
+    if (fair < 2) fair = 2;
+    if (plan->threads > fair) plan->threads = fair;
+    partition_paths(a, plan);
+    if (a->cfg.inject_alpha > 0) {
+        if (selsync_inject_plan(&a->cfg, ad->world, plan->images, &a->inject, err, sizeof err))
+            fatal(ad, "%s", err);
+        plan->images = a->inject.load;
+        if (ad->rank == 0)
+            report(ad, "injection: each step %d of %d ranks share %d of their %d images; "
+                   "every rank loads %d and completes its batch of %d", a->inject.senders,
+                   ad->world, a->inject.shared, a->inject.load, a->inject.load,
+                   a->inject.own + a->inject.senders * a->inject.shared);
+    }
+}
+
+/* Injection: replaces this step's batch of `load` own images by a full
+ * batch, completed with the samples the chosen senders share. */
+static void on_batch_loaded(attachment *a, data *d)
+{
+    adapter *ad = a->ad;
+    const selsync_inject_sizes *sz = &a->inject;
+    if (!sz->senders) return;
+    int batch = sz->own + sz->senders * sz->shared;
+    if (d->X.rows != sz->load || d->y.rows != sz->load)
+        fatal(ad, "injection: the loader gave %d images, expected %d", d->X.rows, sz->load);
+    size_t in = (size_t)d->X.cols, out = (size_t)d->y.cols, row = in + out;
+    float *rows = malloc((size_t)sz->load * row * sizeof *rows);
+    float *full = malloc((size_t)batch * row * sizeof *full);
+    int *senders = malloc((size_t)sz->senders * sizeof *senders);
+    if (!rows || !full || !senders) fatal(ad, "out of memory");
+    for (int i = 0; i < sz->load; ++i) {
+        memcpy(rows + i * row, d->X.vals[i], in * sizeof(float));
+        memcpy(rows + i * row + in, d->y.vals[i], out * sizeof(float));
+    }
+    selsync_inject_senders(a->cfg.seed, a->batches++, ad->world, sz->senders, senders);
+    uint64_t bytes = 0;
+    if (selsync_inject_exchange(&ad->comm, sz, senders, rows, row, full, &bytes))
+        fatal(ad, "injection: %s", selsync_mpi_last_error());
+    selsync_note_injection(a->engine, bytes);
+    data filled = *d;
+    filled.shallow = 0;
+    filled.X = make_matrix(batch, (int)in);
+    filled.y = make_matrix(batch, (int)out);
+    for (int i = 0; i < batch; ++i) {
+        memcpy(filled.X.vals[i], full + i * row, in * sizeof(float));
+        memcpy(filled.y.vals[i], full + i * row + in, out * sizeof(float));
+    }
+    free_data(*d);
+    *d = filled;
+    free(senders);
+    free(full);
+    free(rows);
 }
 
 static void step(attachment *a, int before, const update_args *args)
@@ -284,6 +414,7 @@ static void print_summary(attachment *a)
 
 static void on_train_end(attachment *a)
 {
+    if (a->cfg.partition == SELSYNC_PARTITION_SELDP) set_path_sampler(NULL, NULL);
     if (!a->engine) return;
     if (selsync_finish(a->engine))
         fatal(a->ad, "final average: %s", selsync_engine_error(a->engine));
@@ -299,7 +430,7 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     case TRAIN_BEGIN: on_train_begin(a, arg); break;
     case BEFORE_UPDATE: step(a, 1, arg); break;
     case AFTER_UPDATE: step(a, 0, arg); break;
-    case BATCH_LOADED: break;
+    case BATCH_LOADED: on_batch_loaded(a, arg); break;
     case ITERATION_PRINTED: on_iteration_printed(a, arg); break;
     case TRAIN_END: on_train_end(a); break;
     case BEFORE_SAVE: return a->ad->rank != 0; /* only rank 0 writes */
@@ -340,13 +471,7 @@ static int unsupported(const selsync_config *c, char *err, size_t errlen)
     const char *what = NULL;
     selsync_config_key key = SELSYNC_KEY_METHOD;
     if (c->method == SELSYNC_METHOD_SSP) what = "method = ssp";
-    else if (c->partition != SELSYNC_PARTITION_IID) {
-        what = "partition other than iid";
-        key = SELSYNC_KEY_PARTITION;
-    } else if (c->inject_alpha > 0) {
-        what = "data injection";
-        key = SELSYNC_KEY_INJECT_ALPHA;
-    } else if (c->eval_every > 0) {
+    else if (c->eval_every > 0) {
         what = "evaluation during training";
         key = SELSYNC_KEY_EVAL_EVERY;
     }

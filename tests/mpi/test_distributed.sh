@@ -28,7 +28,7 @@ cfg() {
     return 0
 }
 # column NAME FILE: the values of a metrics column, one per line
-column() { awk -F'\t' -v c="$1" 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
+column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
 
 # --- bsp with gradient averaging == one process with np x batch ---------------
 cfg 4 0 "" >"$work/init.cfg"

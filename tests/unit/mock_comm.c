@@ -47,9 +47,22 @@ static selsync_status m_sum_f64(void *ctx, double *buf, size_t n)
 static selsync_status m_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     mock_comm *m = ctx;
-    (void)buf;
-    m->bytes += bytes;
-    return root >= 0 && root < m->size ? SELSYNC_OK : SELSYNC_ECOMM;
+    int call = m->bcast_calls++;
+    if (call < MOCK_MAX_QUEUE) {
+        m->bcast_root[call] = root;
+        m->bcast_bytes[call] = bytes;
+    }
+    if (m->bcast_calls == m->fail_bcast_call || root < 0 || root >= m->size || root >= MOCK_MAX_RANKS)
+        return SELSYNC_ECOMM;
+    if (root == m->rank) {
+        m->bytes += (uint64_t)bytes * (uint64_t)(m->size - 1);
+        m->bcast_sent_n = bytes < sizeof m->bcast_sent ? bytes : sizeof m->bcast_sent;
+        memcpy(m->bcast_sent, buf, m->bcast_sent_n);
+    } else if (m->bcast_from[root]) {
+        if (m->bcast_from_n[root] < bytes) return SELSYNC_ECOMM;
+        memcpy(buf, m->bcast_from[root], bytes);
+    }
+    return SELSYNC_OK;
 }
 
 static uint64_t m_bytes_sent(void *ctx) { return ((mock_comm *)ctx)->bytes; }

@@ -11,6 +11,7 @@
 #define MOCK_MAX_FLAGS 64
 #define MOCK_MAX_QUEUE 16
 #define MOCK_MAX_ELEMS 4096
+#define MOCK_MAX_RANKS 32
 
 typedef struct mock_comm {
     int rank, size;
@@ -31,10 +32,25 @@ typedef struct mock_comm {
     size_t sum_last_n, sum_total_n;
     float sum_last_in[MOCK_MAX_ELEMS]; /* what this rank contributed last */
 
-    /* Failure injection: the call with this 1-based number fails, 0 = never. */
-    int fail_any_call, fail_sum_call;
+    /* bcast: records every call (root and bytes of the first MOCK_MAX_QUEUE);
+     * at the root keeps a copy of what it sent (up to MOCK_MAX_ELEMS floats)
+     * and leaves buf alone; elsewhere copies the scripted data of the root,
+     * bcast_from[root] (bcast_from_n[root] bytes, at least `bytes`), into
+     * buf, or leaves buf alone when none is scripted. */
+    const void *bcast_from[MOCK_MAX_RANKS];
+    size_t bcast_from_n[MOCK_MAX_RANKS];
+    int bcast_calls;
+    int bcast_root[MOCK_MAX_QUEUE];
+    size_t bcast_bytes[MOCK_MAX_QUEUE];
+    float bcast_sent[MOCK_MAX_ELEMS];
+    size_t bcast_sent_n; /* bytes */
 
-    uint64_t bytes; /* 4 per float summed, 1 per flag, 8 per double, bcast bytes */
+    /* Failure injection: the call with this 1-based number fails, 0 = never. */
+    int fail_any_call, fail_sum_call, fail_bcast_call;
+
+    /* 4 per float summed, 1 per flag, 8 per double; bcast: bytes x (size-1)
+     * at the root, 0 elsewhere (a flat tree) */
+    uint64_t bytes;
     int abort_calls, abort_code;
     char abort_message[256];
 } mock_comm;

@@ -509,6 +509,26 @@ static void test_finish_aggregate_with_bsp_ok(void **state)
     assert_int_equal(f->cfg.aggregate, SELSYNC_AGGREGATE_PARAMS);
 }
 
+static void test_finish_injection_with_seldp(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "partition", "seldp", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_alpha", "0.5", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "0.5", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] inject_alpha = 0.5: data injection");
+    assert_contains(f->err, "partition = seldp");
+}
+
+static void test_finish_injection_with_label_ok(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "partition", "label:1", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_alpha", "0.5", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "0.5", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+}
+
 static void test_finish_only_inject_alpha(void **state)
 {
     fixture *f = *state;
@@ -727,6 +747,8 @@ int main(void)
         T(test_finish_selsync_key_with_bsp),
         T(test_finish_aggregate_with_fedavg),
         T(test_finish_aggregate_with_bsp_ok),
+        T(test_finish_injection_with_seldp),
+        T(test_finish_injection_with_label_ok),
         T(test_finish_only_inject_alpha),
         T(test_finish_only_inject_beta),
         T(test_finish_inject_with_ssp),

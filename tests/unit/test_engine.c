@@ -553,12 +553,14 @@ static void test_finish_without_bn(void **state)
     for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (i == 9 || i == 10 ? 1 : 2) * before[i]);
 }
 
+static const char *const header =
+    "step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\t"
+    "layers_synced\tbytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer\n";
+
 static void test_metrics_file(void **state)
 {
     fx *f = *state;
     char dir[] = "/tmp/selsync-test-XXXXXX", path[256], line[1024];
-    const char *header = "step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
-                         "bytes_sent\tt_compute\tt_measure\tt_agree\tt_transfer\n";
     FILE *in;
     int n = 0;
     assert_non_null(mkdtemp(dir));
@@ -569,6 +571,7 @@ static void test_metrics_file(void **state)
     make(f);
     for (int t = 0; t < 5; t++) {
         set_grads(1.0f + (float)t);
+        if (t % 2) selsync_note_injection(f->e, 1000u * (unsigned)t);
         assert_int_equal(selsync_before_update(f->e, 1.5 + t, 0.125), SELSYNC_OK);
         assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
     }
@@ -582,7 +585,7 @@ static void test_metrics_file(void **state)
         char *field[16], *save = NULL;
         int k = 0;
         for (char *p = strtok_r(line, "\t\n", &save); p && k < 16; p = strtok_r(NULL, "\t\n", &save)) field[k++] = p;
-        assert_int_equal(k, 14);
+        assert_int_equal(k, 15);
         assert_int_equal(atoi(field[0]), n);
         assert_close(atof(field[1]), 1.5 + n, 1e-12);
         assert_string_equal(field[2], "0.125");
@@ -591,12 +594,105 @@ static void test_metrics_file(void **state)
         assert_string_equal(field[7], n < 2 ? "sync" : "local");
         assert_int_equal(atoi(field[8]), n < 2 ? 3 : 0);
         assert_int_equal(atoi(field[9]), n < 2 ? 64 : 1);
+        assert_int_equal(atoi(field[10]), n % 2 ? 1000 * n : 0);
+        for (int j = 11; j < 15; j++) assert_true(atof(field[j]) >= 0); /* times */
         n++;
     }
     fclose(in);
     assert_int_equal(n, 5);
     assert_int_equal(remove(path), 0);
     assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_injection_bytes(void **state)
+{
+    fx *f = *state;
+    selsync_totals tot;
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    make(f);
+    selsync_note_injection(f->e, 100);
+    assert_int_equal(step(f)->inject_bytes, 100);
+    assert_int_equal(step(f)->inject_bytes, 0); /* per step, not cumulative */
+    selsync_note_injection(f->e, 5);
+    selsync_note_injection(f->e, 7);
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    selsync_note_injection(f->e, 30); /* mid-step: belongs to the next one */
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_last_step(f->e)->inject_bytes, 12);
+    assert_int_equal(selsync_last_step(f->e)->bytes_sent, 4 * N_ALL); /* not mixed with the model's */
+    assert_int_equal(step(f)->inject_bytes, 30);
+    selsync_get_totals(f->e, &tot);
+    assert_int_equal(tot.inject_bytes, 142);
+    assert_int_equal(tot.bytes_sent, 4 * 4 * N_ALL);
+    selsync_note_injection(NULL, 1); /* harmless */
+}
+
+/* Reads a whole small file into buf. */
+static void slurp(const char *path, char *buf, size_t len)
+{
+    FILE *in = fopen(path, "r");
+    size_t n;
+    assert_non_null(in);
+    n = fread(buf, 1, len - 1, in);
+    buf[n] = '\0';
+    fclose(in);
+}
+
+static void test_log_notes(void **state)
+{
+    fx *f = *state;
+    char dir[] = "/tmp/selsync-test-XXXXXX", path[256], text[4096], want[1024];
+    assert_non_null(mkdtemp(dir));
+    mock_init(&f->mock, 1, 2);
+    snprintf(f->cfg.log, sizeof f->cfg.log, "%s/m_%%r.tsv", dir);
+    snprintf(path, sizeof path, "%s/m_1.tsv", dir);
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    make(f);
+    assert_int_equal(selsync_log_note(f->e, "partition = label:2\nrank 1: 120 samples\n"), SELSYNC_OK);
+    assert_int_equal(selsync_log_note(f->e, "classes 2 3"), SELSYNC_OK);
+    assert_int_equal(selsync_log_note(f->e, ""), SELSYNC_OK); /* nothing */
+    assert_int_equal(selsync_log_note(f->e, NULL), SELSYNC_EINVAL);
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_log_note(f->e, "too late"), SELSYNC_ESTATE); /* the first step has begun */
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_log_note(f->e, "too late"), SELSYNC_ESTATE);
+    assert_contains(selsync_engine_error(f->e), "selsync_log_note");
+    step(f);
+    selsync_destroy(f->e);
+    f->e = NULL;
+    slurp(path, text, sizeof text);
+    snprintf(want, sizeof want, "# partition = label:2\n# rank 1: 120 samples\n# classes 2 3\n%s0\t", header);
+    if (strncmp(text, want, strlen(want)) != 0) fail_msg("file starts \"%.300s\"", text);
+    assert_null(strstr(text, "too late"));
+    assert_non_null(strstr(text, "\n1\t")); /* the second step */
+    assert_int_equal(remove(path), 0);
+
+    /* no step: the header still comes, after the notes (at finish, or destroy) */
+    for (int fin = 0; fin < 2; fin++) {
+        make(f);
+        assert_int_equal(selsync_log_note(f->e, "only a note"), SELSYNC_OK);
+        if (fin) {
+            assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+            assert_int_equal(selsync_log_note(f->e, "after finish"), SELSYNC_ESTATE);
+        }
+        selsync_destroy(f->e);
+        f->e = NULL;
+        slurp(path, text, sizeof text);
+        snprintf(want, sizeof want, "# only a note\n%s", header);
+        assert_string_equal(text, want);
+        assert_int_equal(remove(path), 0);
+    }
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_log_note_without_file(void **state)
+{
+    fx *f = *state;
+    make(f);
+    assert_int_equal(selsync_log_note(f->e, "no file"), SELSYNC_OK);
+    step(f);
+    assert_int_equal(selsync_log_note(f->e, "no file"), SELSYNC_OK); /* a no-op */
+    assert_int_equal(selsync_log_note(NULL, "x"), SELSYNC_EINVAL);
 }
 
 static void test_metrics_open_failure(void **state)
@@ -763,6 +859,9 @@ int main(void)
         T(test_finish_and_totals),
         T(test_finish_without_bn),
         T(test_metrics_file),
+        T(test_injection_bytes),
+        T(test_log_notes),
+        T(test_log_note_without_file),
         T(test_metrics_open_failure),
         T(test_create_rejects),
         T(test_state_errors),

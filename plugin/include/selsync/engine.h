@@ -58,7 +58,8 @@ typedef struct selsync_step {
     int local_flag;             /* this rank found the change significant */
     selsync_decision decision;
     size_t layers_synced;
-    uint64_t bytes_sent;        /* this step, this rank */
+    uint64_t bytes_sent;        /* this step, this rank (model synchronisation) */
+    uint64_t inject_bytes;      /* this step, this rank (data injection) */
     double t_compute, t_measure, t_agree, t_transfer; /* seconds */
 } selsync_step;
 
@@ -66,6 +67,7 @@ typedef struct selsync_totals {
     uint64_t steps, synced_steps;
     uint64_t bytes_sent;        /* this rank, all steps incl. the final average */
     uint64_t bsp_bytes;         /* what synchronising every step would have sent */
+    uint64_t inject_bytes;      /* this rank, data injection */
     double t_compute, t_measure, t_agree, t_transfer;
 } selsync_totals;
 
@@ -90,6 +92,16 @@ selsync_status selsync_after_update(selsync_engine *e);
 
 /* Averages every tensor once (the final consensus model). Collective. */
 selsync_status selsync_finish(selsync_engine *e);
+
+/* Adds bytes this rank sent for data injection to the coming step's record
+ * (metrics column inject_bytes) and to the totals. Call before
+ * selsync_before_update of that step. */
+void selsync_note_injection(selsync_engine *e, uint64_t bytes);
+
+/* Writes text as "# "-prefixed comment lines to the metrics file, if any,
+ * before the header line (e.g. the data partition); only before the first
+ * step. */
+selsync_status selsync_log_note(selsync_engine *e, const char *text);
 
 const selsync_step *selsync_last_step(const selsync_engine *e);
 void selsync_get_totals(const selsync_engine *e, selsync_totals *out);
