@@ -93,10 +93,19 @@ random=0
 [selsync]
 method=bsp
 CFG
+cp "$work/det.cfg" "$work/det-skew.cfg"
+printf 'partition=label:1\ninject_alpha=0.5\ninject_beta=0.5\nlog=%s/det.%%r.tsv\n' "$work" >>"$work/det-skew.cfg"
 mpi -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det.cfg" >"$work/det.out" 2>&1
 check "detector under mpirun exits 0" '[ $? -eq 0 ]'
 check "detector weights saved once" '[ "$(grep -c "Saving weights" "$work/det.out")" -eq 1 ] && [ -s "$work/det/backup/det_final.weights" ]'
 check "detector summary" 'grep -q "^selsync: summary: method=bsp, 2 ranks, 6 steps, 6 synchronised" "$work/det.out"'
+
+# one class per rank (the most frequent class of each image's label file)
+# and injection: detection samples (image + boxes) travel between ranks
+mpi -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det-skew.cfg" >"$work/det-skew.out" 2>&1
+check "detector with label:1 and injection exits 0" '[ $? -eq 0 ]'
+check "detector partition by label files" 'grep -q "^selsync: rank 0: partition label rank 0: [0-9]* samples; 0:[0-9]*$" "$work/det-skew.out" && grep -q "^selsync: rank 0: partition label rank 1: [0-9]* samples; 1:[0-9]*$" "$work/det-skew.out"'
+check "detector injection bytes recorded" 'awk -F"\t" "!/^#/ && \$1 != \"step\" { s += \$11 } END { exit !(s > 0) }" "$work/det.0.tsv" "$work/det.1.tsv"'
 
 # --- failures end the whole job ----------------------------------------------------
 sed 's/^filters=8$/filters=6/' "$work/cls.cfg" >"$work/other.cfg"
@@ -118,6 +127,12 @@ rc=$?
 check "bad [selsync] value: job fails (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
 check "bad [selsync] value: message names file, line and key" 'grep -q "$work/bad.cfg:[0-9]*: \[selsync\] delta = .-1.: out of range" "$work/bad.out"'
 
-[ "$fail" -gt 0 ] && for f in cls det layout missing bad; do echo "--- $f"; tail -5 "$work/$f.out"; done
+sed 's/^delta=0.3$/partition=label:11/' "$work/cls.cfg" >"$work/k11.cfg"
+mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/k11.cfg" >"$work/k11.out" 2>&1
+rc=$?
+check "label:K with K > classes: job fails before training (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ] && ! grep -q " avg, " "$work/k11.out"'
+check "label:K with K > classes: message" 'grep -q "$work/k11.cfg:[0-9]*: \[selsync\] partition = .label:11.: " "$work/k11.out"'
+
+[ "$fail" -gt 0 ] && for f in cls det det-skew layout missing bad k11; do echo "--- $f"; tail -5 "$work/$f.out"; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
