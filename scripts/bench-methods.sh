@@ -19,7 +19,7 @@ methods=${BENCH_METHODS:-"bsp selsync,delta=0.3 selsync,delta=0.5 fedavg,fedavg_
 common=${BENCH_COMMON:-}
 fmnist_workdir
 
-printf '%-44s %7s %9s %9s %8s %7s %8s\n' run synced "sync MB" "inject MB" "wall s" "comm %" top-1
+printf '%-56s %7s %9s %9s %8s %7s %8s\n' run synced "sync MB" "inject MB" "wall s" "comm %" top-1
 i=0
 for m in $methods; do
     i=$((i + 1))
@@ -39,7 +39,7 @@ for m in $methods; do
         { n++; s += ($col["decision"] == "sync"); b += $col["bytes_sent"]; inj += $col["inject_bytes"]
           comm += $col["t_measure"] + $col["t_agree"] + $col["t_transfer"]
           all += $col["t_compute"] + $col["t_measure"] + $col["t_agree"] + $col["t_transfer"] }
-        END { printf "%-44s %6.1f%% %9.2f %9.2f %8s %6.1f%% %8s\n", m, 100 * s / n, b / 1e6,
+        END { printf "%-56s %6.1f%% %9.2f %9.2f %8s %6.1f%% %8s\n", m, 100 * s / n, b / 1e6,
               inj / 1e6, wall, 100 * comm / all, top1 }' "$work/$name.0.tsv"
 done
 echo "($ranks ranks, $steps steps each, $(basename "$cfg")${common:+, $common}; MB: sent by rank 0," \
