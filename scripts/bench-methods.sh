@@ -10,6 +10,7 @@
 #                  selsync,delta=0.3 fedavg,fedavg_interval=250
 #                  selsync,delta=0.3,inject_alpha=0.5,inject_beta=0.5"
 #   BENCH_COMMON   settings for every run, comma-separated (e.g. partition=label:5)
+# With ssp, rank 0 is the parameter server: RANKS-1 workers train.
 set -eu
 . "$(dirname "$0")/common.sh"
 ranks=${1:-2}
@@ -27,6 +28,8 @@ for m in $methods; do
     { sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" "$cfg"
       printf '\n[selsync]\nmethod=%s\nlog=%s/%s.%%r.tsv\n' "$m${common:+,$common}" "$work" "$name" \
           | tr ',' '\n'; } >"$work/$name.cfg"
+    # with ssp rank 0 is the parameter server: read the first worker's metrics
+    r=0; case $m in ssp*) r=1 ;; esac
     start=$(date +%s.%N)
     mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$work/fmnist.data" \
         "$work/$name.cfg" >"$work/$name.out" 2>&1 || { tail "$work/$name.out"; exit 1; }
@@ -40,7 +43,7 @@ for m in $methods; do
           comm += $col["t_measure"] + $col["t_agree"] + $col["t_transfer"]
           all += $col["t_compute"] + $col["t_measure"] + $col["t_agree"] + $col["t_transfer"] }
         END { printf "%-56s %6.1f%% %9.2f %9.2f %8s %6.1f%% %8s\n", m, 100 * s / n, b / 1e6,
-              inj / 1e6, wall, 100 * comm / all, top1 }' "$work/$name.0.tsv"
+              inj / 1e6, wall, 100 * comm / all, top1 }' "$work/$name.$r.tsv"
 done
 echo "($ranks ranks, $steps steps each, $(basename "$cfg")${common:+, $common}; MB: sent by rank 0," \
      "final average excluded; comm %: measure + agree + transfer over the step time; top-1 on the 10000 held-out images)"

@@ -40,9 +40,23 @@ static void single_abort(void *ctx, int code, const char *message)
     fprintf(stderr, "[selsync] abort (code %d): %s\n", code, message ? message : "");
 }
 
+/* There is no other rank to talk to. */
+static selsync_status single_send(void *ctx, int dest, int tag, const void *buf, size_t bytes)
+{
+    (void)ctx, (void)dest, (void)tag, (void)buf, (void)bytes;
+    return SELSYNC_ECOMM;
+}
+
+static selsync_status single_recv(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got)
+{
+    (void)ctx, (void)source, (void)tag, (void)buf, (void)bytes, (void)got;
+    return SELSYNC_ECOMM;
+}
+
 static const selsync_comm_ops single_ops = {
     "single", single_rank, single_size, single_any, single_sum_f32,
     single_sum_f64, single_bcast, single_bytes_sent, single_abort,
+    single_send, single_recv,
 };
 
 selsync_comm selsync_comm_single(void)

@@ -44,7 +44,15 @@
  *   inject_next for the coming step's record.
  * - The step record's norm, smoothed value and change are the whole model's
  *   (an extra tracker with granularity = layer); its local_flag is this
- *   rank's OR of the group flags before agreement, for every method. */
+ *   rank's OR of the group flags before agreement, for every method.
+ * - SSP (selsync/ssp.h): rank 0 only serves (selsync_serve); a worker pulls
+ *   the initial model at create and, instead of a transfer, pushes its
+ *   update and pulls the global model after every step: t_agree is the
+ *   time the server held the pull for the staleness bound, t_transfer the
+ *   rest of the exchange, bytes_sent what the worker pushed plus what it
+ *   pulled (so the ranks' sum is the job's traffic, as for the other
+ *   methods); bsp_bytes is reckoned for a ring all-reduce over the W
+ *   workers. The initial pull counts in the totals only. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include "selsync/engine.h"
@@ -59,6 +67,7 @@
 #include <time.h>
 
 #include "selsync/rng.h"
+#include "selsync/ssp.h"
 
 #if defined(__GNUC__)
 #define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
@@ -93,6 +102,8 @@ struct selsync_engine {
     selsync_step cur, last;
     int has_last;
     selsync_totals tot;
+    selsync_ssp_worker *ssp;     /* method ssp on a worker */
+    int ssp_server, served;      /* method ssp on rank 0; selsync_serve ran */
     FILE *log;
     char log_path[SELSYNC_PATH_MAX * 6];
     char err[512];
@@ -158,9 +169,6 @@ static selsync_status check_model(const selsync_model *m, char *err, size_t len)
 
 static selsync_status check_cfg(const selsync_config *c, char *err, size_t len)
 {
-    if (c->method == SELSYNC_METHOD_SSP)
-        return fail(err, len, SELSYNC_ECONFIG, "[selsync] method = ssp is served by a parameter server outside "
-                    "this engine; the engine implements selsync, bsp, fedavg and local");
     if ((unsigned)c->method > SELSYNC_METHOD_LOCAL || !(c->delta >= 0) || c->window < 1 || c->warmup < 0 ||
         !(c->smoothing >= 0 && c->smoothing <= 1) || (unsigned)c->granularity > SELSYNC_GRANULARITY_LAYER ||
         (c->aggregate != SELSYNC_AGGREGATE_PARAMS && c->aggregate != SELSYNC_AGGREGATE_GRADS) ||
@@ -194,6 +202,24 @@ static int write_header(selsync_engine *e)
                  "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer\n", e->log) < 0 ? -1 : 0;
 }
 
+/* SSP worker: push + pull (or the first pull); adds the times and the bytes
+ * (pushed + pulled) to *agree, *xfer and *bytes. */
+static selsync_status ssp_exchange(selsync_engine *e, double *agree, double *xfer, uint64_t *bytes)
+{
+    selsync_ssp_exchange x;
+    selsync_status st = selsync_ssp_sync(e->ssp, &x);
+    if (st != SELSYNC_OK) {
+        e->broken = 1;
+        return EFAIL(e, st, "[selsync] step %" PRIu64 ": rank %d: %s", e->step, e->rank,
+                     selsync_ssp_worker_error(e->ssp));
+    }
+    if (x.t_wait > x.t_total) x.t_wait = x.t_total; /* two clocks */
+    *agree += x.t_wait;
+    *xfer += x.t_total - x.t_wait;
+    *bytes += x.bytes_out + x.bytes_in;
+    return SELSYNC_OK;
+}
+
 selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_model *model,
                               selsync_engine **out, char *err, size_t errlen)
 {
@@ -214,6 +240,9 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     if (world < 1 || rank < 0 || rank >= world)
         return fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
     if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
+    if (cfg->method == SELSYNC_METHOD_SSP && (!ops->send || !ops->recv))
+        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] method = ssp needs a communicator with point-to-point "
+                    "messages; '%s' has none", ops->name ? ops->name : "");
     for (size_t i = 0; i < model->n_tensors; i++) {
         const selsync_tensor *t = &model->tensors[i];
         size_t *sum = t->kind == SELSYNC_TENSOR_TRAINED ? &n_trained : &n_stat;
@@ -260,6 +289,16 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
         selsync_destroy(e);
         return st;
     }
+    if (cfg->method == SELSYNC_METHOD_SSP) {
+        e->ratio = world > 2 ? 2.0 * (world - 2) / (world - 1) : 0.0;
+        e->ssp_server = rank == 0;
+        if (rank != 0 && ((st = selsync_ssp_worker_create(cfg, comm, model, &e->ssp, err, errlen)) != SELSYNC_OK ||
+                          (st = ssp_exchange(e, &e->tot.t_agree, &e->tot.t_transfer, &e->tot.bytes_sent)))) {
+            if (e->ssp) fail(err, errlen, st, "%s", e->err);
+            selsync_destroy(e);
+            return st;
+        }
+    }
     e->t_mark = now();
     *out = e;
     return SELSYNC_OK;
@@ -286,6 +325,7 @@ void selsync_destroy(selsync_engine *e)
     free(e->perm);
     free(e->fused);
     free(e->snap);
+    selsync_ssp_worker_destroy(e->ssp);
     free(e);
 }
 
@@ -372,7 +412,8 @@ static selsync_status decide(selsync_engine *e)
         for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
         break;
     }
-    case SELSYNC_METHOD_BSP: all = 1; break;
+    case SELSYNC_METHOD_BSP:
+    case SELSYNC_METHOD_SSP: all = 1; break;
     case SELSYNC_METHOD_FEDAVG:
         if ((e->step + 1) % (uint64_t)e->cfg.fedavg_interval == 0) { all = 1; k = fedavg_members(e); }
         break;
@@ -441,6 +482,8 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
 
     if (!e) return SELSYNC_EINVAL;
     if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    if (e->ssp_server)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: rank 0 is the parameter server and does not train");
     memset(&e->cur, 0, sizeof e->cur);
     e->cur.step = e->step;
     e->cur.loss = loss;
@@ -483,7 +526,7 @@ selsync_status selsync_after_update(selsync_engine *e)
     if (!e) return SELSYNC_EINVAL;
     if ((st = check(e, 1)) != SELSYNC_OK) return st;
     e->in_step = 0;
-    if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP &&
+    if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
         (st = transfer(e, 0, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
@@ -496,7 +539,9 @@ selsync_status selsync_after_update(selsync_engine *e)
             }
         e->cur.t_measure += now() - t0;
     }
-    e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
+    if (!e->ssp) e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
+    else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
+        return st;
     e->last = e->cur;
     e->has_last = 1;
     e->tot.steps++;
@@ -516,7 +561,8 @@ selsync_status selsync_after_update(selsync_engine *e)
 }
 
 /* One average of every param (STAT ones when sync_bn_stats); its bytes and
- * time go into the totals, not into a step. */
+ * time go into the totals, not into a step. SSP: a worker tells the server
+ * it is done; the server has nothing left to do. */
 selsync_status selsync_finish(selsync_engine *e)
 {
     selsync_status st;
@@ -526,11 +572,36 @@ selsync_status selsync_finish(selsync_engine *e)
     if ((st = check(e, 0)) != SELSYNC_OK) return st;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     memset(e->chosen, 1, e->n_layers);
-    st = transfer(e, 0, 1, 1.0f / (float)e->world, &e->tot.t_transfer);
+    if (e->cfg.method != SELSYNC_METHOD_SSP) st = transfer(e, 0, 1, 1.0f / (float)e->world, &e->tot.t_transfer);
+    else if (e->ssp && (st = selsync_ssp_done(e->ssp)) != SELSYNC_OK) {
+        e->broken = 1;
+        EFAIL(e, st, "[selsync] rank %d: %s", e->rank, selsync_ssp_worker_error(e->ssp));
+    }
     e->tot.bytes_sent += e->comm.ops->bytes_sent(e->comm.ctx) - b0;
     if (st != SELSYNC_OK) return st;
     if (e->log && (write_header(e) != 0 || fflush(e->log) != 0)) return log_failed(e);
     return SELSYNC_OK;
+}
+
+selsync_status selsync_serve(selsync_engine *e, FILE *trace, selsync_ssp_stats *stats)
+{
+    selsync_ssp_stats s;
+    selsync_model m;
+    selsync_status st;
+
+    if (stats) memset(stats, 0, sizeof *stats);
+    if (!e) return SELSYNC_EINVAL;
+    if (e->broken) return SELSYNC_ECOMM;
+    if (!e->ssp_server || e->served)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_serve: only rank 0 with method = ssp serves, once");
+    e->served = 1;
+    m = (selsync_model){e->t, e->nt, e->n_layers, 0};
+    st = selsync_ssp_serve(&e->cfg, &e->comm, &m, trace, &s, e->err, sizeof e->err);
+    e->broken = st != SELSYNC_OK;
+    e->tot.bytes_sent += s.bytes_sent;
+    e->tot.t_transfer += s.t_serve;
+    if (stats) *stats = s;
+    return st;
 }
 
 void selsync_note_injection(selsync_engine *e, uint64_t bytes)

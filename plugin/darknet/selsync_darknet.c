@@ -9,15 +9,25 @@
  *                   every rank rank 0's weights
  *   TRAIN_BEGIN     create the engine, keep this rank's part of the training
  *                   list (cfg partition), seed this rank's sampling, size the
- *                   loader threads and, with injection, the images loaded
+ *                   loader threads and, with injection, the images loaded;
+ *                   method ssp on rank 0: end the trainer's loop at once
+ *                   (*net->seen), so that TRAIN_END follows
  *   BATCH_LOADED    data injection: complete the batch with shared samples
  *   BEFORE_UPDATE / AFTER_UPDATE   the engine's step
  *   ITERATION_PRINTED   append the decision and sync fraction (rank 0)
- *   TRAIN_END       final average and summary
+ *   TRAIN_END       final average and summary; method ssp on rank 0: first
+ *                   serve the workers until they are done (inside the
+ *                   trainer, whose loader thread writes into its frame)
  *   BEFORE_SAVE     only rank 0 writes weights
+ *
+ * Method ssp: rank 0 is the parameter server (its network holds the global
+ * model, which it saves), ranks 1.. are the workers and split the data;
+ * the first worker's stdout is the console during training. The server
+ * writes one line per answered pull to $SELSYNC_SSP_TRACE when set.
  *
  * A failure is fatal for the whole job: the message goes to stderr and the
  * transport aborts every rank (one process: this process exits non-zero). */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +42,7 @@
 #include "selsync/inject.h"
 #include "selsync/partition.h"
 #include "selsync/rng.h"
+#include "selsync/ssp.h"
 
 #define SECTION "[selsync]"
 
@@ -46,12 +57,15 @@ typedef struct attachment {
     selsync_inject_sizes inject; /* inject.senders == 0: no injection */
     uint64_t batches;            /* batches loaded so far (injection steps) */
     size_t next_path;            /* seldp: position of the sequential walk */
+    int ssp;                     /* method ssp: rank 0 serves, the others work */
+    selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
     struct attachment *next;
 } attachment;
 
 typedef struct adapter {
     selsync_comm comm;
     int rank, world;
+    int console;                 /* ranks > 0: the stdout they silenced, or -1 */
     attachment *attached;
 } adapter;
 
@@ -231,25 +245,29 @@ static int class_of(const char *path, char **labels, int classes)
     return best;
 }
 
-/* Rank 0: one line per rank with its samples per class, to stderr and the
- * metrics file. */
+/* The ranks that share the data: all, or with ssp the workers (rank r is
+ * part r - 1 of world - 1). */
+static int parts(const attachment *a) { return a->ad->world - a->ssp; }
+
+/* Rank 0: one line per training rank with its samples per class, to stderr
+ * and the metrics file. */
 static void report_partition(attachment *a, const int *labels, size_t n, int classes)
 {
     adapter *ad = a->ad;
     size_t cols = (size_t)classes + 1;
-    size_t *hist = calloc((size_t)ad->world * cols, sizeof *hist);
+    size_t *hist = calloc((size_t)parts(a) * cols, sizeof *hist);
     char err[512], line[4096];
     if (!hist) fatal(ad, "out of memory");
-    if (selsync_partition_histogram(&a->cfg, labels, n, classes, ad->world, hist, err, sizeof err))
+    if (selsync_partition_histogram(&a->cfg, labels, n, classes, parts(a), hist, err, sizeof err))
         fatal(ad, "%s", err);
-    for (int r = 0; r < ad->world; ++r) {
+    for (int r = 0; r < parts(a); ++r) {
         size_t total = 0, len = 0;
         for (size_t c = 0; c < cols; ++c) total += hist[r * cols + c];
         len += (size_t)snprintf(line, sizeof line, "partition %s rank %d: %zu samples;",
                                 a->cfg.partition == SELSYNC_PARTITION_IID ? "iid"
                                 : a->cfg.partition == SELSYNC_PARTITION_SELDP ? "seldp"
                                 : a->cfg.partition == SELSYNC_PARTITION_LABEL ? "label"
-                                : "dirichlet", r, total);
+                                : "dirichlet", r + a->ssp, total);
         for (size_t c = 0; c < cols && len < sizeof line; ++c)
             if (hist[r * cols + c])
                 len += (size_t)snprintf(line + len, sizeof line - len, c == (size_t)classes
@@ -269,7 +287,7 @@ static int next_in_order(int m, void *user)
 }
 
 /* Keeps this rank's part of the training list first in paths (in reading
- * order) and narrows the plan to it. */
+ * order) and narrows the plan to it; the ssp server only reports. */
 static void partition_paths(attachment *a, train_plan *plan)
 {
     adapter *ad = a->ad;
@@ -281,10 +299,12 @@ static void partition_paths(attachment *a, train_plan *plan)
     uint8_t *taken = calloc(n, 1);
     if (!labels || !shard || !copy || !taken) fatal(ad, "out of memory");
     for (size_t i = 0; i < n; ++i) labels[i] = class_of(plan->paths[i], plan->labels, plan->classes);
-    if (selsync_partition_make(&a->cfg, labels, n, plan->classes, ad->world, ad->rank, shard,
-                               &count, err, sizeof err))
+    if (a->ssp && ad->rank == 0) count = n;
+    else if (selsync_partition_make(&a->cfg, labels, n, plan->classes, parts(a), ad->rank - a->ssp, shard,
+                                    &count, err, sizeof err))
         fatal(ad, "%s (%zu training files, %d classes)", err, n, plan->classes);
     report_partition(a, labels, n, plan->classes);
+    if (a->ssp && ad->rank == 0) goto out;
     /* this rank's part first, then the rest, so paths still holds them all */
     size_t k = 0;
     for (size_t i = 0; i < count; ++i) {
@@ -296,25 +316,52 @@ static void partition_paths(attachment *a, train_plan *plan)
     memcpy(plan->paths, copy, n * sizeof *copy);
     plan->n = (int)count;
     if (a->cfg.partition == SELSYNC_PARTITION_SELDP) set_path_sampler(next_in_order, a);
+out:
     free(taken);
     free(copy);
     free(shard);
     free(labels);
 }
 
+/* ssp, rank 0, at TRAIN_END: serves until every worker is done; the network
+ * then holds the global model, which the trainer saves. */
+static void serve(attachment *a)
+{
+    adapter *ad = a->ad;
+    const char *path = getenv("SELSYNC_SSP_TRACE");
+    FILE *trace = path && *path ? fopen(path, "w") : NULL;
+    if (path && *path && !trace) fatal(ad, "SELSYNC_SSP_TRACE=%s: %s", path, strerror(errno));
+    report(ad, "ssp: rank 0 serves %d workers (ranks 1-%d), staleness bound %d", ad->world - 1,
+           ad->world - 1, a->cfg.ssp_staleness);
+    if (selsync_serve(a->engine, trace, &a->served)) fatal(ad, "%s", selsync_engine_error(a->engine));
+    if (trace && fclose(trace)) fatal(ad, "SELSYNC_SSP_TRACE=%s: %s", path, strerror(errno));
+}
+
 static void on_train_begin(attachment *a, train_plan *plan)
 {
     adapter *ad = a->ad;
     char err[512];
+    if (a->ssp && a->net->max_batches <= 0)
+        fatal(ad, "%s: [selsync] method = ssp needs max_batches > 0 in [net] (the workers must finish)",
+              a->cfg.file);
+    if (a->ssp && ad->rank == 1 && ad->console >= 0) { /* the first worker shows the iterations */
+        fflush(stdout);
+        if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
+    }
     if (!a->engine) start_engine(a);
     /* this rank's sampling: the same seed gives the same run */
     selsync_rng r = selsync_rng_stream(a->cfg.seed, (uint64_t)ad->rank, 0x5eed);
     srand((unsigned)selsync_rng_next(&r));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int fair = cores > 0 ? (int)(cores / ad->world) : 1;
+    int fair = cores > 0 ? (int)(cores / parts(a)) : 1;
     if (fair < 2) fair = 2;
     if (plan->threads > fair) plan->threads = fair;
-    partition_paths(a, plan);
+    if (plan->n > 0) partition_paths(a, plan); /* a host without a list feeds its own data */
+    if (a->ssp && ad->rank == 0) { /* the server: no loop; it serves at TRAIN_END */
+        *a->net->seen = (size_t)a->net->max_batches * a->net->batch * a->net->subdivisions;
+        plan->threads = 1; /* the trainer still loads one batch */
+        return;
+    }
     if (a->cfg.inject_alpha > 0) {
         if (selsync_inject_plan(&a->cfg, ad->world, plan->images, &a->inject, err, sizeof err))
             fatal(ad, "%s", err);
@@ -368,6 +415,9 @@ static void on_batch_loaded(attachment *a, data *d)
 
 static void step(attachment *a, int before, const update_args *args)
 {
+    if (!a->engine && a->ssp)
+        fatal(a->ad, "%s: [selsync] method = ssp needs a trainer that reports TRAIN_BEGIN "
+              "(classifier train, detector train)", a->cfg.file);
     if (!a->engine) start_engine(a);
     selsync_status st = before
         ? selsync_before_update(a->engine, *a->net->cost, args->learning_rate)
@@ -377,10 +427,14 @@ static void step(attachment *a, int before, const update_args *args)
 
 static void on_iteration_printed(attachment *a, FILE *out)
 {
-    if (!a->engine || a->ad->rank != 0) return;
+    if (!a->engine || a->ad->rank != a->ssp) return;
     const selsync_step *s = selsync_last_step(a->engine);
     selsync_totals t;
     selsync_get_totals(a->engine, &t);
+    if (a->ssp) {
+        fprintf(out, " | ssp, blocked %.3f s (%.2f s in all)", s->t_agree, t.t_agree);
+        return;
+    }
     fprintf(out, " | %s, synced %llu/%llu (%.1f%%)",
             s->decision == SELSYNC_SYNC_STEP ? "sync " : "local",
             (unsigned long long)t.synced_steps, (unsigned long long)t.steps,
@@ -392,30 +446,53 @@ static void print_summary(attachment *a)
     adapter *ad = a->ad;
     selsync_totals t;
     selsync_get_totals(a->engine, &t);
-    /* means over ranks */
-    double v[6] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
-                   t.t_agree, t.t_transfer};
-    if (ad->comm.ops->sum_f64(ad->comm.ctx, v, 6))
+    /* means over the training ranks (ssp: the workers, not the server) */
+    int server = a->ssp && ad->rank == 0;
+    double v[8] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+                   t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes};
+    if (server) memset(v, 0, sizeof v);
+    if (ad->comm.ops->sum_f64(ad->comm.ctx, v, 8))
         fatal(ad, "could not gather the summary: %s", selsync_mpi_last_error());
     if (ad->rank != 0) return;
-    for (int i = 0; i < 6; ++i) v[i] /= ad->world;
+    for (int i = 0; i < 8; ++i) v[i] /= parts(a);
     double comm = v[3] + v[4] + v[5];
+    if (a->ssp) {
+        const selsync_ssp_stats *s = &a->served;
+        fprintf(stderr,
+                "selsync: summary: method=ssp, %d ranks (server + %d workers), staleness %d, %.0f steps per worker\n"
+                "selsync: summary: pushed and pulled %.2f MB per worker vs %.2f MB sent for bsp (%.2fx)\n"
+                "selsync: summary: time per worker: compute %.2f s, measure %.3f s, blocked (agree) %.3f s, "
+                "transfer %.3f s (communication %.1f%%)\n"
+                "selsync: summary: server: %llu updates applied, %llu pulls answered, %llu held by the bound "
+                "(%.3f s), largest lead %llu, %.2f MB sent\n",
+                ad->world, ad->world - 1, a->cfg.ssp_staleness, v[6], v[0] / 1e6, v[1] / 1e6,
+                v[1] > 0 ? v[0] / v[1] : INFINITY, v[2], v[3], v[4], v[5],
+                v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0, (unsigned long long)s->pushes,
+                (unsigned long long)s->pulls, (unsigned long long)s->queued, s->t_wait,
+                (unsigned long long)s->max_lead, (double)s->bytes_sent / 1e6);
+        return;
+    }
     fprintf(stderr,
             "selsync: summary: method=%s, %d rank%s, %llu steps, %llu synchronised (%.1f%%)\n"
-            "selsync: summary: sent %.2f MB per rank vs %.2f MB for bsp (%.2fx less)\n"
-            "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, "
-            "transfer %.3f s (communication %.1f%%)\n",
+            "selsync: summary: model synchronisation sent %.2f MB per rank; bsp would have sent "
+            "%.2f MB (%.2fx as much)\n",
             selsync_method_name(a->cfg.method), ad->world, ad->world == 1 ? "" : "s",
             (unsigned long long)t.steps, (unsigned long long)t.synced_steps,
             t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6, v[1] / 1e6,
-            v[0] > 0 ? v[1] / v[0] : INFINITY, v[2], v[3], v[4], v[5],
-            v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0);
+            v[0] > 0 ? v[1] / v[0] : INFINITY);
+    if (v[7] > 0)
+        fprintf(stderr, "selsync: summary: data injection sent %.2f MB per rank\n", v[7] / 1e6);
+    fprintf(stderr,
+            "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, "
+            "transfer %.3f s (communication %.1f%%)\n",
+            v[2], v[3], v[4], v[5], v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0);
 }
 
 static void on_train_end(attachment *a)
 {
     if (a->cfg.partition == SELSYNC_PARTITION_SELDP) set_path_sampler(NULL, NULL);
     if (!a->engine) return;
+    if (a->ssp && a->ad->rank == 0) serve(a);
     if (selsync_finish(a->engine))
         fatal(a->ad, "final average: %s", selsync_engine_error(a->engine));
     print_summary(a);
@@ -459,6 +536,7 @@ static void print_config(const adapter *ad, const selsync_config *c)
     if (c->method == SELSYNC_METHOD_FEDAVG)
         fprintf(stderr, " fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval,
                 c->fedavg_fraction);
+    if (c->method == SELSYNC_METHOD_SSP) fprintf(stderr, " ssp_staleness=%d", c->ssp_staleness);
     fprintf(stderr, " aggregate=%s sync_bn_stats=%d seed=%llu; %d process%s\n",
             c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params", c->sync_bn_stats,
             (unsigned long long)c->seed, ad->world, ad->world == 1 ? "" : "es");
@@ -468,17 +546,10 @@ static void print_config(const adapter *ad, const selsync_config *c)
  * as the configuration errors. */
 static int unsupported(const selsync_config *c, char *err, size_t errlen)
 {
-    const char *what = NULL;
-    selsync_config_key key = SELSYNC_KEY_METHOD;
-    if (c->method == SELSYNC_METHOD_SSP) what = "method = ssp";
-    else if (c->eval_every > 0) {
-        what = "evaluation during training";
-        key = SELSYNC_KEY_EVAL_EVERY;
-    }
-    if (!what) return 0;
-    snprintf(err, errlen, "%s:%d: [selsync] %s: %s is not available in this build",
-             c->file, c->line[key] ? c->line[key] : c->section_line,
-             selsync_config_key_name(key), what);
+    if (c->eval_every <= 0) return 0;
+    snprintf(err, errlen, "%s:%d: [selsync] %s: evaluation during training is not available in this build",
+             c->file, c->line[SELSYNC_KEY_EVAL_EVERY] ? c->line[SELSYNC_KEY_EVAL_EVERY] : c->section_line,
+             selsync_config_key_name(SELSYNC_KEY_EVAL_EVERY));
     return -1;
 }
 
@@ -512,10 +583,14 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
         }
     }
     if (st == SELSYNC_OK) st = selsync_config_finish(&a->cfg, err, sizeof err);
-    if (st == SELSYNC_OK) st = selsync_config_check_world(&a->cfg, ad->world, err, sizeof err);
+    /* one process may still parse any cfg (e.g. to evaluate); what needs
+     * more ranks is checked when training starts */
+    if (st == SELSYNC_OK && ad->world > 1)
+        st = selsync_config_check_world(&a->cfg, ad->world, err, sizeof err);
     if (st == SELSYNC_OK && unsupported(&a->cfg, err, sizeof err)) st = SELSYNC_ECONFIG;
     a->ad = ad;
     a->net = net;
+    a->ssp = a->cfg.method == SELSYNC_METHOD_SSP;
     if (st == SELSYNC_OK && map_network(a)) {
         snprintf(err, sizeof err, "out of memory");
         st = SELSYNC_ENOMEM;
@@ -555,7 +630,9 @@ int darknet_plugin_init(int *argc, char ***argv)
         report(ad, "could not register the " SECTION " section handler");
         fatal(ad, "plugin start failed");
     }
-    /* one console: the other ranks keep stderr for their errors only */
+    /* one console: the other ranks keep stderr for their errors only (and
+     * stdout for later, should they become the console: ssp) */
+    ad->console = ad->rank != 0 ? dup(STDOUT_FILENO) : -1;
     if (ad->rank != 0 && !freopen("/dev/null", "w", stdout))
         report(ad, "could not silence stdout");
     the_adapter = ad;
@@ -575,6 +652,7 @@ int darknet_plugin_fini(int status)
         ad->attached = next;
     }
     selsync_mpi_finalize();
+    if (ad->console >= 0) close(ad->console);
     free(ad);
     the_adapter = NULL;
     return status;

@@ -31,6 +31,7 @@
 
 typedef struct mpi_ctx {
     MPI_Comm comm;
+    MPI_Comm p2p;        /* send/recv: a duplicate, so never matched by the ring */
     int rank, size;
     int active;          /* comm is live */
     int own_init;        /* we called MPI_Init_thread */
@@ -46,6 +47,7 @@ typedef struct mpi_ctx {
 
 static mpi_ctx g = {
     .comm = MPI_COMM_NULL,
+    .p2p = MPI_COMM_NULL,
     .rank = 0,
     .size = 1,
     .chunk_bytes = DEFAULT_CHUNK_BYTES,
@@ -349,6 +351,52 @@ static void comm_abort(void *ctx, int code, const char *message)
     _Exit(code ? code : 1);
 }
 
+/* A message is a run of pieces of chunk_elems(1) bytes ended by a shorter
+ * (possibly empty) one, all with its tag: MPI keeps them in order. */
+static selsync_status comm_send(void *ctx, int dest, int tag, const void *buf, size_t bytes)
+{
+    selsync_status s = check_live(ctx, buf, bytes, "send");
+    if (s != SELSYNC_OK) return s;
+    if (dest < 0 || dest >= g.size || tag < 0) {
+        set_error("send: destination %d or tag %d out of range (%d ranks)", dest, tag, g.size);
+        return SELSYNC_EINVAL;
+    }
+    size_t piece = chunk_elems(1), pos = 0, n;
+    do {
+        n = bytes - pos < piece ? bytes - pos : piece;
+        int rc = MPI_Send((const char *)buf + pos, (int)n, MPI_BYTE, dest, tag, g.p2p);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Send", rc);
+        pos += n;
+    } while (n == piece);
+    g.bytes += bytes;
+    return SELSYNC_OK;
+}
+
+static selsync_status comm_recv(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got)
+{
+    selsync_status s = check_live(ctx, buf, bytes, "recv");
+    if (s != SELSYNC_OK) return s;
+    if (source < SELSYNC_ANY || source >= g.size || tag < SELSYNC_ANY) {
+        set_error("recv: source %d or tag %d out of range (%d ranks)", source, tag, g.size);
+        return SELSYNC_EINVAL;
+    }
+    int src = source == SELSYNC_ANY ? MPI_ANY_SOURCE : source;
+    int tg = tag == SELSYNC_ANY ? MPI_ANY_TAG : tag, n = 0;
+    size_t piece = chunk_elems(1), pos = 0;
+    do {
+        MPI_Status st;
+        int rc = MPI_Recv((char *)buf + pos, (int)(bytes - pos < piece ? bytes - pos : piece), MPI_BYTE,
+                          src, tg, g.p2p, &st);
+        if (rc == MPI_SUCCESS) rc = MPI_Get_count(&st, MPI_BYTE, &n);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Recv", rc);
+        src = st.MPI_SOURCE; /* the other pieces come from the same sender, same tag */
+        tg = st.MPI_TAG;
+        pos += (size_t)n;
+    } while ((size_t)n == piece);
+    if (got) *got = (selsync_msg){src, tg, pos};
+    return SELSYNC_OK;
+}
+
 static const selsync_comm_ops mpi_ops = {
     .name = "mpi",
     .rank = comm_rank,
@@ -359,6 +407,8 @@ static const selsync_comm_ops mpi_ops = {
     .bcast = comm_bcast,
     .bytes_sent = comm_bytes_sent,
     .abort = comm_abort,
+    .send = comm_send,
+    .recv = comm_recv,
 };
 
 static void at_exit_handler(void)
@@ -434,9 +484,12 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(g.comm, &g.rank);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(g.comm, &g.size);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(g.comm, &g.p2p);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g.p2p, MPI_ERRORS_RETURN);
     if (rc != MPI_SUCCESS) {
         mpi_fail("MPI communicator setup", rc);
         copy_err(err, errlen, g.last_error);
+        if (g.p2p != MPI_COMM_NULL) MPI_Comm_free(&g.p2p);
         if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
         if (g.own_init) {
             MPI_Finalize();
@@ -449,6 +502,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     else if (alg && *alg && strcmp(alg, "ring") != 0) {
         set_error("SELSYNC_MPI_SUM=%s: expected ring or reduce_scatter_block", alg);
         copy_err(err, errlen, g.last_error);
+        MPI_Comm_free(&g.p2p);
         MPI_Comm_free(&g.comm);
         if (g.own_init) {
             MPI_Finalize();
@@ -474,10 +528,11 @@ void selsync_mpi_finalize(void)
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) {
+        MPI_Comm_free(&g.p2p);
         MPI_Comm_free(&g.comm);
         if (g.own_init) MPI_Finalize();
     }
-    g.comm = MPI_COMM_NULL;
+    g.comm = g.p2p = MPI_COMM_NULL;
     g.own_init = 0;
     free(g.scratch);
     g.scratch = NULL;

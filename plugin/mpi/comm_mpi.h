@@ -34,6 +34,11 @@
  *   bcast     MPI_Bcast of MPI_BYTE.
  * Each is issued in chunks (at most 1 GiB, and never more than INT_MAX
  * elements per MPI call), so counts above INT_MAX work.
+ * Point-to-point: send/recv are MPI_Send/MPI_Recv of MPI_BYTE on a second
+ * duplicate of MPI_COMM_WORLD (so they never match the ring's messages). A
+ * message travels as pieces of the chunk size, ended by a shorter (possibly
+ * empty) piece; recv takes the later pieces from the first one's sender
+ * and tag. send counts its bytes in bytes_sent.
  *
  * bytes_sent is the payload this rank sent, by algorithm, for N ranks and a
  * call of `count` elements of `esize` bytes (S = count * esize):

@@ -2,6 +2,11 @@
  *   --init FILE        load these weights (all ranks; rank 0's are used)
  *   --save FILE        save the weights at the end (rank 0 only)
  *   --spike-rank R --spike-step S   rank R scales its inputs by 50 at step S
+ *   --ssp              report TRAIN_BEGIN (empty plan) as Darknet's trainers
+ *                      do, for method = ssp: rank 0 then serves and trains
+ *                      nothing; rank r trains the data of part r - 1
+ *   --slow-rank R --slow-ms MS   rank R sleeps MS milliseconds every step
+ *   --chunk-bytes N    the MPI transport's bytes per call (pieces)
  *
  * Trains the network of CFG through the darknet executable's plugin path
  * (darknet_plugin_init, load_network, the event hook) on deterministic
@@ -9,13 +14,17 @@
  * r*b .. r*b+b-1 of a set of W*b samples that depends only on t, so one
  * process with batch W*b sees exactly the union of the ranks' batches.
  * Writes OUT_PREFIX.RANK.hashes: "step hash" of all parameters after each
- * step, for comparisons across ranks. Rank and size come from the launcher
- * environment (1 process without one). */
+ * step, for comparisons across ranks, and OUT_PREFIX.RANK.pid. Rank and
+ * size come from the launcher environment (1 process without one). */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "comm_mpi.h"
 #include "darknet.h"
 
 int darknet_plugin_init(int *argc, char ***argv);
@@ -65,24 +74,40 @@ int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: %s CFG STEPS OUT_PREFIX [--init F] [--save F] "
-                        "[--spike-rank R --spike-step S]\n", argv[0]);
+                        "[--spike-rank R --spike-step S] [--ssp] [--slow-rank R --slow-ms MS] "
+                        "[--chunk-bytes N]\n", argv[0]);
         return 2;
     }
     if (darknet_plugin_init(&argc, &argv)) return 1;
     const char *init = NULL, *save = NULL;
-    int spike_rank = -1, spike_step = -1;
-    for (int i = 4; i + 1 < argc; i += 2) {
+    int spike_rank = -1, spike_step = -1, ssp = 0, slow_rank = -1, slow_ms = 0;
+    for (int i = 4; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--ssp")) { ssp = 1; i--; continue; }
+        if (i + 1 >= argc) break;
         if (!strcmp(argv[i], "--init")) init = argv[i + 1];
         else if (!strcmp(argv[i], "--save")) save = argv[i + 1];
         else if (!strcmp(argv[i], "--spike-rank")) spike_rank = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--spike-step")) spike_step = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--slow-rank")) slow_rank = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--slow-ms")) slow_ms = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--chunk-bytes")) selsync_mpi_set_chunk_bytes((size_t)atol(argv[i + 1]));
     }
     int rank = env_int("OMPI_COMM_WORLD_RANK", 0);
     int steps = atoi(argv[2]);
+    char path[1024];
+    snprintf(path, sizeof path, "%s.%d.pid", argv[3], rank);
+    FILE *pid = fopen(path, "w");
+    if (pid) fprintf(pid, "%ld\n", (long)getpid()), fclose(pid);
     srand(1);
     network *net = load_network(argv[1], (char *)init, 1);
     net->train = 1;
-    char path[1024];
+    int part = rank;
+    if (ssp) {
+        train_plan plan = {NULL, 0, 1, net->batch, NULL, 0};
+        if (net->hook) net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
+        if (get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
+        part = rank - 1;
+    }
     snprintf(path, sizeof path, "%s.%d.hashes", argv[3], rank);
     FILE *out = fopen(path, "w");
     if (!out) {
@@ -94,8 +119,9 @@ int main(int argc, char **argv)
     d.X = make_matrix(b, net->inputs);
     d.y = make_matrix(b, net->truths);
     for (int t = 0; t < steps; ++t) {
+        if (rank == slow_rank) nanosleep(&(struct timespec){slow_ms / 1000, slow_ms % 1000 * 1000000L}, NULL);
         for (int i = 0; i < b; ++i) {
-            fill_sample(d.X.vals[i], net->inputs, d.y.vals[i], net->truths, t, rank * b + i);
+            fill_sample(d.X.vals[i], net->inputs, d.y.vals[i], net->truths, t, part * b + i);
             if (rank == spike_rank && t == spike_step)
                 for (int j = 0; j < net->inputs; ++j) d.X.vals[i][j] *= 50;
         }

@@ -75,8 +75,41 @@ static void m_abort(void *ctx, int code, const char *message)
     snprintf(m->abort_message, sizeof m->abort_message, "%s", message ? message : "");
 }
 
+static selsync_status m_send(void *ctx, int dest, int tag, const void *buf, size_t bytes)
+{
+    mock_comm *m = ctx;
+    mock_msg *o = &m->outbox[m->outbox_n];
+    m->send_calls++;
+    if (m->send_calls == m->fail_send_call || dest < 0 || dest >= m->size || tag < 0 ||
+        m->outbox_n == MOCK_MAX_MSGS)
+        return SELSYNC_ECOMM;
+    m->outbox_n++;
+    *o = (mock_msg){dest, tag, bytes, m->recv_calls, {0}};
+    memcpy(o->data, buf, bytes < MOCK_MSG_BYTES ? bytes : MOCK_MSG_BYTES);
+    m->bytes += bytes;
+    return SELSYNC_OK;
+}
+
+static selsync_status m_recv(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got)
+{
+    mock_comm *m = ctx;
+    m->recv_calls++;
+    if (m->recv_calls == m->fail_recv_call) return SELSYNC_ECOMM;
+    for (int i = 0; i < m->inbox_n; i++) {
+        mock_msg *in = &m->inbox[i];
+        if ((source != SELSYNC_ANY && source != in->peer) || (tag != SELSYNC_ANY && tag != in->tag)) continue;
+        if (in->bytes > bytes || in->bytes > MOCK_MSG_BYTES) return SELSYNC_ECOMM;
+        memcpy(buf, in->data, in->bytes);
+        if (got) *got = (selsync_msg){in->peer, in->tag, in->bytes};
+        memmove(in, in + 1, (size_t)(--m->inbox_n - i) * sizeof *in);
+        return SELSYNC_OK;
+    }
+    m->recv_starved++;
+    return SELSYNC_ECOMM;
+}
+
 static const selsync_comm_ops mock_ops = {
-    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f64, m_bcast, m_bytes_sent, m_abort,
+    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
 };
 
 void mock_init(mock_comm *m, int rank, int size)
@@ -99,4 +132,13 @@ void mock_script_any(mock_comm *m, const uint8_t *flags, size_t n)
     memset(m->any_queue[m->any_queued], 0, MOCK_MAX_FLAGS);
     memcpy(m->any_queue[m->any_queued], flags, n);
     m->any_queued++;
+}
+
+void mock_script_msg(mock_comm *m, int source, int tag, const void *data, size_t bytes)
+{
+    mock_msg *in = &m->inbox[m->inbox_n];
+    if (m->inbox_n >= MOCK_MAX_MSGS || bytes > MOCK_MSG_BYTES) return;
+    m->inbox_n++;
+    *in = (mock_msg){source, tag, bytes, 0, {0}};
+    if (data) memcpy(in->data, data, bytes);
 }

@@ -12,6 +12,17 @@
 #define MOCK_MAX_QUEUE 16
 #define MOCK_MAX_ELEMS 4096
 #define MOCK_MAX_RANKS 32
+#define MOCK_MAX_MSGS 128
+#define MOCK_MSG_BYTES 512
+
+/* One point-to-point message: to or from `peer`; data holds the first
+ * MOCK_MSG_BYTES bytes. recvs: recv calls made before it was sent. */
+typedef struct mock_msg {
+    int peer, tag;
+    size_t bytes;
+    int recvs;
+    unsigned char data[MOCK_MSG_BYTES];
+} mock_msg;
 
 typedef struct mock_comm {
     int rank, size;
@@ -45,11 +56,17 @@ typedef struct mock_comm {
     float bcast_sent[MOCK_MAX_ELEMS];
     size_t bcast_sent_n; /* bytes */
 
+    /* recv: takes the first scripted message of inbox that matches source
+     * and tag (SELSYNC_ANY matches all); none left is SELSYNC_ECOMM (a real
+     * transport would wait forever). send: appends to outbox. */
+    mock_msg inbox[MOCK_MAX_MSGS], outbox[MOCK_MAX_MSGS];
+    int inbox_n, outbox_n, recv_calls, send_calls, recv_starved;
+
     /* Failure injection: the call with this 1-based number fails, 0 = never. */
-    int fail_any_call, fail_sum_call, fail_bcast_call;
+    int fail_any_call, fail_sum_call, fail_bcast_call, fail_send_call, fail_recv_call;
 
     /* 4 per float summed, 1 per flag, 8 per double; bcast: bytes x (size-1)
-     * at the root, 0 elsewhere (a flat tree) */
+     * at the root, 0 elsewhere (a flat tree); send: its bytes */
     uint64_t bytes;
     int abort_calls, abort_code;
     char abort_message[256];
@@ -59,5 +76,7 @@ void mock_init(mock_comm *m, int rank, int size);
 selsync_comm mock_as_comm(mock_comm *m);
 /* Queues remote flags for the next `any` call not yet scripted. */
 void mock_script_any(mock_comm *m, const uint8_t *flags, size_t n);
+/* Appends a message from source to the inbox (data: bytes, or NULL for zeros). */
+void mock_script_msg(mock_comm *m, int source, int tag, const void *data, size_t bytes);
 
 #endif

@@ -754,10 +754,12 @@ static void test_create_rejects(void **state)
     f->cfg.aggregate = SELSYNC_AGGREGATE_DEFAULT; /* config not finished */
     assert_int_equal(try_create(f), SELSYNC_EINVAL);
     selsync_config_default(&f->cfg, "test.cfg", 1);
-    f->cfg.method = SELSYNC_METHOD_SSP;
+    f->cfg.method = SELSYNC_METHOD_SSP; /* a worker whose server does not answer */
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
-    assert_int_equal(try_create(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, "parameter server");
+    f->mock.rank = 1;
+    assert_int_equal(try_create(f), SELSYNC_ECOMM);
+    assert_contains(f->err, "ssp worker");
+    f->mock.rank = 0;
     selsync_config_default(&f->cfg, "test.cfg", 1);
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
     assert_int_equal(try_create(f), SELSYNC_OK);

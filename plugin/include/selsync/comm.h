@@ -1,6 +1,8 @@
 /* The communicator seam between the core and a transport (MPI, a single
  * process, or a test mock). Every rank calls the same collectives in the
- * same order; an implementation reports failures as SELSYNC_ECOMM. */
+ * same order; an implementation reports failures as SELSYNC_ECOMM.
+ * Point-to-point messages (send/recv, used by method ssp) never match the
+ * messages a transport exchanges inside its collectives. */
 #ifndef SELSYNC_COMM_H
 #define SELSYNC_COMM_H
 
@@ -8,6 +10,15 @@
 #include <stdint.h>
 
 #include "selsync/status.h"
+
+/* recv: a source or tag that matches any. */
+#define SELSYNC_ANY (-1)
+
+/* What recv received. */
+typedef struct selsync_msg {
+    int source, tag;
+    size_t bytes;
+} selsync_msg;
 
 typedef struct selsync_comm_ops {
     const char *name;
@@ -27,6 +38,15 @@ typedef struct selsync_comm_ops {
     /* Ends the whole job now with code, after printing message; does not
      * return in a real transport (a mock may record and return). */
     void (*abort)(void *ctx, int code, const char *message);
+    /* Point-to-point (NULL where unsupported). send: bytes of buf to rank
+     * dest with tag >= 0; returns when buf may be reused (counted in
+     * bytes_sent). Messages from one rank to another with one tag arrive in
+     * the order sent. */
+    selsync_status (*send)(void *ctx, int dest, int tag, const void *buf, size_t bytes);
+    /* Waits for the next message from source with tag (either may be
+     * SELSYNC_ANY) into buf; one longer than bytes is an error. got (may be
+     * NULL) receives its source, tag and length. */
+    selsync_status (*recv)(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got);
 } selsync_comm_ops;
 
 typedef struct selsync_comm {

@@ -7,12 +7,19 @@
  *   selsync_before_update()  gradients accumulated, parameters not updated
  *   (host applies its optimizer update)
  *   selsync_after_update()   parameters updated
- * and once at the end selsync_finish() (final average of every tensor). */
+ * and once at the end selsync_finish() (final average of every tensor).
+ *
+ * Method ssp (selsync/ssp.h): rank 0 is the parameter server and calls
+ * selsync_serve() instead of training; on the other ranks (the workers)
+ * selsync_create pulls the initial model from it, selsync_after_update
+ * pushes the step's update and pulls the global model, and selsync_finish
+ * tells the server the worker is done (no final average). */
 #ifndef SELSYNC_ENGINE_H
 #define SELSYNC_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "selsync/comm.h"
 #include "selsync/config.h"
@@ -75,7 +82,8 @@ typedef struct selsync_engine selsync_engine;
 
 /* Creates an engine for model (tensor views stay owned by the host).
  * cfg must have passed selsync_config_finish. On failure returns a status
- * and writes a message to err; *out is NULL. Collective: no. */
+ * and writes a message to err; *out is NULL. Collective: no (method ssp: a
+ * worker pulls the initial model from the server). */
 selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *comm,
                               const selsync_model *model, selsync_engine **out,
                               char *err, size_t errlen);
@@ -92,6 +100,14 @@ selsync_status selsync_after_update(selsync_engine *e);
 
 /* Averages every tensor once (the final consensus model). Collective. */
 selsync_status selsync_finish(selsync_engine *e);
+
+/* Method ssp, rank 0: serves the workers until all are done (see
+ * selsync/ssp.h); the model's arrays then hold the global model. trace:
+ * NULL or a file for one line per answered pull. stats (may be NULL)
+ * receives the server's figures; its bytes sent and time also go into the
+ * totals. Point-to-point with every worker. */
+struct selsync_ssp_stats;
+selsync_status selsync_serve(selsync_engine *e, FILE *trace, struct selsync_ssp_stats *stats);
 
 /* Adds bytes this rank sent for data injection to the coming step's record
  * (metrics column inject_bytes) and to the totals. Call before

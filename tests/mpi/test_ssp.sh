@@ -1,0 +1,132 @@
+#!/bin/sh
+# Usage: test_ssp.sh TRAIN_SYNTHETIC DARKNET WORK_DIR
+# method = ssp under a real mpirun, on the synthetic data of
+# train_synthetic.c (rank 0 serves, rank r trains part r - 1):
+#  - s = 0 with 2 workers (3 processes) reaches the parameters of fedavg
+#    with fedavg_interval = 1 on 2 ranks, within 1e-5 of the largest
+#    parameter (the server adds update / 2 twice where fedavg sums and
+#    halves: the same mean up to float rounding), also with the messages
+#    cut into 4-byte pieces (every message a multiple: the empty-piece end);
+#  - the server's trace ($SELSYNC_SSP_TRACE) never shows a pull answered
+#    with clock - slowest > s: s = 0, and s = 2 with 3 workers of which one
+#    sleeps every step, where pulls must also have been held;
+#  - uneven speeds finish with exit status 0, a large s never holds a pull;
+#  - a worker killed with SIGKILL ends the job non-zero within seconds;
+#  - ssp on one process is a clear error;
+#  - `darknet detector train` with 2 workers on a tiny generated set: the
+#    server skips Darknet's loop, serves at TRAIN_END and saves once.
+set -u
+prog=$1 darknet=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+mpi() { np=$1; shift; timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np "$np" "$prog" "$@" >>"$work/log" 2>&1; }
+
+# cfg SELSYNC_LINES: a small conv + BN + connected network
+cfg() {
+    printf '[net]\nbatch=4\nsubdivisions=1\nheight=6\nwidth=6\nchannels=2\n'
+    printf 'learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\npolicy=constant\nmax_batches=1000000\n\n'
+    printf '[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n\n'
+    printf '[connected]\noutput=3\nactivation=linear\n\n[softmax]\n'
+    [ -n "$1" ] && printf '\n[selsync]\n%s\n' "$1"
+    return 0
+}
+column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
+# bound TRACE S: every answered pull within the bound; prints "pulls held maxlead"
+bound() {
+    awk -v s="$2" '/^#/ { next } { n++; h += $4; l = $2 - $3; if (l > m) m = l; if (l > s || l < 0) bad++ }
+        END { print n + 0, h + 0, m + 0; exit bad > 0 }' "$1"
+}
+
+cfg "" >"$work/init.cfg"
+"$prog" "$work/init.cfg" 0 "$work/init" --save "$work/init.weights" >>"$work/log" 2>&1
+
+# --- s = 0 == fedavg every step ------------------------------------------------
+cfg "method=fedavg
+fedavg_interval=1" >"$work/fed.cfg"
+mpi 2 "$work/fed.cfg" 20 "$work/fed" --init "$work/init.weights" --save "$work/fed.weights" || bad "fedavg run failed"
+cfg "method=ssp
+ssp_staleness=0
+log=$work/s0.%r.tsv" >"$work/s0.cfg"
+SELSYNC_SSP_TRACE=$work/s0.trace mpi 3 "$work/s0.cfg" 20 "$work/s0" --ssp --init "$work/init.weights" \
+    --save "$work/s0.weights" || bad "ssp s=0 run failed"
+python3 "$here/compare_weights.py" "$work/s0.weights" "$work/fed.weights" 1e-5 \
+    && ok || bad "ssp s=0 on 2 workers differs from fedavg_interval=1 on 2 ranks"
+r=$(bound "$work/s0.trace" 0) && ok || bad "s=0: a pull answered beyond the bound: $r"
+[ "$r" = "42 20 0" ] && ok || bad "s=0: expected 42 pulls (2 x 21), 20 held, lead 0; got $r"
+[ "$(cat "$work/s0.0.hashes")" = "$(grep final "$work/s0.0.hashes")" ] && ok || bad "the server trained"
+[ "$(column decision "$work/s0.1.tsv" | grep -c sync)" -eq 20 ] && [ "$(column decision "$work/s0.2.tsv" | wc -l)" -eq 20 ] \
+    && ok || bad "workers' metrics: not 20 synchronised steps each"
+[ "$(column step "$work/s0.0.tsv" | wc -l)" -eq 0 ] && ok || bad "the server's metrics file has steps"
+grep -q "^selsync: summary: method=ssp, 3 ranks (server + 2 workers), staleness 0, 20 steps per worker" "$work/log" \
+    && ok || bad "no ssp summary"
+
+SELSYNC_SSP_TRACE=$work/c0.trace mpi 3 "$work/s0.cfg" 20 "$work/c0" --ssp --init "$work/init.weights" \
+    --save "$work/c0.weights" --chunk-bytes 4 || bad "ssp s=0 run in 4-byte pieces failed"
+python3 "$here/compare_weights.py" "$work/c0.weights" "$work/fed.weights" 1e-5 \
+    && ok || bad "ssp s=0 in 4-byte pieces differs from fedavg"
+
+# --- s = 2, 3 workers, worker 3 sleeps 20 ms per step ---------------------------
+cfg "method=ssp
+ssp_staleness=2
+log=$work/s2.%r.tsv" >"$work/s2.cfg"
+SELSYNC_SSP_TRACE=$work/s2.trace mpi 4 "$work/s2.cfg" 30 "$work/s2" --ssp --slow-rank 3 --slow-ms 20 \
+    && ok || bad "ssp s=2 with a slow worker failed"
+r=$(bound "$work/s2.trace" 2) && ok || bad "s=2: a pull answered beyond the bound: $r"
+echo "s=2, one slow worker: pulls held maxlead = $r"
+set -- $r
+[ "$1" -eq 93 ] && [ "$2" -gt 0 ] && [ "$3" -eq 2 ] && ok || bad "s=2: expected 93 pulls, some held, lead 2; got $r"
+blocked=$(column t_agree "$work/s2.1.tsv" | awk '{ s += $1 } END { print (s > 0.05) }')
+[ "$blocked" = 1 ] && ok || bad "s=2: the fast worker's t_agree does not show the blocking"
+
+# --- a large s: the fast workers never wait -------------------------------------
+cfg "method=ssp
+ssp_staleness=1000" >"$work/big.cfg"
+SELSYNC_SSP_TRACE=$work/big.trace mpi 4 "$work/big.cfg" 30 "$work/big" --ssp --slow-rank 2 --slow-ms 20 \
+    && ok || bad "ssp s=1000 with a slow worker failed"
+r=$(bound "$work/big.trace" 1000) && ok || bad "s=1000: bound exceeded: $r"
+set -- $r
+[ "$1" -eq 93 ] && [ "$2" -eq 0 ] && ok || bad "s=1000: expected 93 pulls, none held; got $r"
+
+# --- a worker killed mid-run ends the job ---------------------------------------
+rm -f "$work/kill.rc"
+( timeout 60 ${MPIEXEC:-mpirun} --oversubscribe -np 4 "$prog" "$work/s2.cfg" 100000 "$work/kill" --ssp \
+      --slow-rank 3 --slow-ms 5 >"$work/kill.log" 2>&1; echo $? >"$work/kill.rc" ) &
+i=0
+while [ "$(cat "$work/kill.2.hashes" 2>/dev/null | wc -l)" -lt 5 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+kill -9 "$(cat "$work/kill.2.pid")"
+i=0
+while [ ! -s "$work/kill.rc" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+wait
+rc=$(cat "$work/kill.rc")
+echo "killed worker: job ended with status $rc after $((i / 10)).$((i % 10)) s"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ $i -lt 150 ] && ok || bad "killed worker: status $rc after $i/10 s"
+grep -q "rank 2 .*exited on signal 9" "$work/kill.log" && ok || bad "killed worker: no message naming it"
+
+# --- Darknet's detector trainer ---------------------------------------------------
+python3 "$here/make_tiny_detection.py" "$work/det" 8 >>"$work/log" 2>&1
+{ printf '[net]\nbatch=4\nsubdivisions=1\nwidth=64\nheight=64\nchannels=3\nmomentum=0.9\ndecay=0.0005\n'
+  printf 'learning_rate=0.001\npolicy=constant\nmax_batches=6\n\n'
+  printf '[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n\n'
+  printf '[maxpool]\nsize=4\nstride=4\n\n[convolutional]\nfilters=21\nsize=1\nstride=1\npad=1\nactivation=linear\n\n'
+  printf '[yolo]\nmask=0,1,2\nanchors=8,24, 24,8, 16,16\nclasses=2\nnum=3\njitter=0\nignore_thresh=.7\n'
+  printf 'truth_thresh=1\nrandom=0\n\n[selsync]\nmethod=ssp\nssp_staleness=1\nlog=%s/det.%%r.tsv\n' "$work"
+} >"$work/det.cfg"
+timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 3 "$darknet" detector train "$work/det/tiny.data" "$work/det.cfg" \
+    >"$work/det.out" 2>&1 && ok || bad "detector with ssp failed (see $work/det.out)"
+[ "$(grep -c "Saving weights" "$work/det.out")" -eq 1 ] && [ -s "$work/det/backup/det_final.weights" ] \
+    && ok || bad "detector: weights not saved exactly once"
+grep -q "^selsync: summary: method=ssp, 3 ranks (server + 2 workers), staleness 1, 6 steps per worker" "$work/det.out" \
+    && ok || bad "detector: no ssp summary"
+[ "$(column step "$work/det.1.tsv" | wc -l)" -eq 6 ] && [ "$(column step "$work/det.0.tsv" | wc -l)" -eq 0 ] \
+    && ok || bad "detector: expected 6 steps on a worker, none on the server"
+
+# --- one process ------------------------------------------------------------------
+mpi 1 "$work/s0.cfg" 5 "$work/one" --ssp && bad "ssp on 1 process succeeded" || ok
+grep -q "method = 'ssp': needs at least 2 ranks" "$work/log" && ok || bad "ssp on 1 process: no clear message"
+
+[ "$fail" -gt 0 ] && tail -20 "$work/log"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
