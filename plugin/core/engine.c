@@ -69,11 +69,7 @@
 #include "selsync/rng.h"
 #include "selsync/ssp.h"
 
-#if defined(__GNUC__)
-#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SELSYNC_PRINTF(f, a)
-#endif
+#include "internal.h"
 
 #define FLUSH_EVERY 100
 
@@ -108,13 +104,6 @@ struct selsync_engine {
     char log_path[SELSYNC_PATH_MAX * 6];
     char err[512];
 };
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void vput(char *buf, size_t len, const char *fmt, va_list ap)
 {
@@ -299,7 +288,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
             return st;
         }
     }
-    e->t_mark = now();
+    e->t_mark = selsync_now();
     *out = e;
     return SELSYNC_OK;
 nomem:
@@ -403,11 +392,11 @@ static selsync_status decide(selsync_engine *e)
     memset(e->chosen, 0, e->n_layers);
     switch (e->cfg.method) {
     case SELSYNC_METHOD_SELSYNC: {
-        double t0 = now();
+        double t0 = selsync_now();
         selsync_status st;
         if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
         st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups);
-        e->cur.t_agree = now() - t0;
+        e->cur.t_agree = selsync_now() - t0;
         if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", e->n_groups);
         for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
         break;
@@ -433,7 +422,7 @@ static selsync_status decide(selsync_engine *e)
  * and unpacks. Adds its time to *t. */
 static selsync_status transfer(selsync_engine *e, int grads, int member, float scale, double *t)
 {
-    double t0 = now();
+    double t0 = selsync_now();
     size_t n = 0;
     uint64_t b0;
     selsync_status st;
@@ -461,7 +450,7 @@ static selsync_status transfer(selsync_engine *e, int grads, int member, float s
         for (size_t j = 0; j < x->count; j++) dst[j] = e->fused[n + j] * scale;
         n += x->count;
     }
-    *t += now() - t0;
+    *t += selsync_now() - t0;
     return SELSYNC_OK;
 }
 
@@ -478,7 +467,7 @@ static selsync_status check(selsync_engine *e, int in_step)
 selsync_status selsync_before_update(selsync_engine *e, double loss, double learning_rate)
 {
     selsync_status st;
-    double t0 = now();
+    double t0 = selsync_now();
 
     if (!e) return SELSYNC_EINVAL;
     if ((st = check(e, 0)) != SELSYNC_OK) return st;
@@ -493,7 +482,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->cur.t_compute = t0 - e->t_mark;
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
     measure(e);
-    e->cur.t_measure = now() - t0;
+    e->cur.t_measure = selsync_now() - t0;
     if ((st = decide(e)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
         (st = transfer(e, 1, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
@@ -530,14 +519,14 @@ selsync_status selsync_after_update(selsync_engine *e)
         (st = transfer(e, 0, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
-        double t0 = now();
+        double t0 = selsync_now();
         size_t off = 0;
         for (size_t i = 0; i < e->nt; i++)
             if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) {
                 memcpy(e->snap + off, e->t[i].grad, e->t[i].count * sizeof(float));
                 off += e->t[i].count;
             }
-        e->cur.t_measure += now() - t0;
+        e->cur.t_measure += selsync_now() - t0;
     }
     if (!e->ssp) e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
@@ -556,7 +545,7 @@ selsync_status selsync_after_update(selsync_engine *e)
         if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
     }
     e->step++;
-    e->t_mark = now();
+    e->t_mark = selsync_now();
     return bad_log ? log_failed(e) : SELSYNC_OK;
 }
 

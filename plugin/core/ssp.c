@@ -19,20 +19,9 @@
 #include <string.h>
 #include <time.h>
 
-#if defined(__GNUC__)
-#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SELSYNC_PRINTF(f, a)
-#endif
+#include "internal.h"
 
 #define HDR sizeof(selsync_ssp_header)
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static selsync_status say(char *err, size_t len, selsync_status st, const char *fmt, ...) SELSYNC_PRINTF(4, 5);
 static selsync_status say(char *err, size_t len, selsync_status st, const char *fmt, ...)
@@ -130,7 +119,7 @@ static selsync_status release(server *s)
         uint64_t low = slowest(s), lead = s->clock[w] - low;
         int held = s->pull[w] == PULL_HELD;
         if (s->pull[w] == PULL_NONE || lead > (uint64_t)s->cfg->ssp_staleness) continue;
-        selsync_ssp_header h = {s->clock[w], low, s->n, held ? now() - s->since[w] : 0.0};
+        selsync_ssp_header h = {s->clock[w], low, s->n, held ? selsync_now() - s->since[w] : 0.0};
         s->pull[w] = PULL_NONE;
         pack(s->cfg, s->model, s->buf, 0, 0);
         selsync_status st = s->comm->ops->send(s->comm->ctx, w + 1, SSP_TAG_REPLY, &h, HDR);
@@ -192,7 +181,7 @@ static selsync_status serve_loop(server *s)
             s->left--;
         } else {
             s->pull[w] = PULL_NEW;
-            s->since[w] = now();
+            s->since[w] = selsync_now();
         }
         if ((st = release(s)) != SELSYNC_OK) return st;
         if (s->pull[w] == PULL_NEW) s->pull[w] = PULL_HELD;
@@ -204,7 +193,7 @@ selsync_status selsync_ssp_serve(const selsync_config *cfg, const selsync_comm *
                                  FILE *trace, selsync_ssp_stats *stats, char *err, size_t errlen)
 {
     server s = {cfg, comm, model, trace, {0}, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, err, errlen};
-    double t0 = now();
+    double t0 = selsync_now();
     uint64_t b0;
     selsync_status st;
 
@@ -227,7 +216,7 @@ selsync_status selsync_ssp_serve(const selsync_config *cfg, const selsync_comm *
             st = say(err, errlen, SELSYNC_EIO, "[selsync] ssp server: writing the trace failed");
     }
     s.st.bytes_sent = comm->ops->bytes_sent(comm->ctx) - b0;
-    s.st.t_serve = now() - t0;
+    s.st.t_serve = selsync_now() - t0;
     if (stats) *stats = s.st;
     free(s.buf);
     free(s.clock);
@@ -290,7 +279,7 @@ selsync_status selsync_ssp_sync(selsync_ssp_worker *w, selsync_ssp_exchange *x)
     selsync_msg got;
     selsync_status st;
     size_t bytes;
-    double t0 = now();
+    double t0 = selsync_now();
     int push;
 
     if (!w) return SELSYNC_EINVAL;
@@ -317,7 +306,7 @@ selsync_status selsync_ssp_sync(selsync_ssp_worker *w, selsync_ssp_exchange *x)
     pack(&w->cfg, &w->model, w->buf, 1, 0);
     memcpy(w->base, w->buf, bytes);
     w->pulled = 1;
-    if (x) *x = (selsync_ssp_exchange){HDR + (push ? bytes : 0), HDR + bytes, h.wait, now() - t0};
+    if (x) *x = (selsync_ssp_exchange){HDR + (push ? bytes : 0), HDR + bytes, h.wait, selsync_now() - t0};
     return SELSYNC_OK;
 }
 
