@@ -20,7 +20,7 @@ methods=${BENCH_METHODS:-"bsp selsync,delta=0.3 selsync,delta=0.5 fedavg,fedavg_
 common=${BENCH_COMMON:-}
 fmnist_workdir
 
-printf '%-56s %7s %9s %9s %8s %7s %8s\n' run synced "sync MB" "inject MB" "wall s" "comm %" top-1
+printf '%-52s %7s %9s %9s %8s %8s %8s %7s %8s\n' run synced "sync MB" "inject MB" "wall s" "ms/step" "agree s" "comm %" top-1
 i=0
 for m in $methods; do
     i=$((i + 1))
@@ -40,10 +40,13 @@ for m in $methods; do
         /^#/ { next }
         $1 == "step" { for (k = 1; k <= NF; k++) col[$k] = k; next }
         { n++; s += ($col["decision"] == "sync"); b += $col["bytes_sent"]; inj += $col["inject_bytes"]
+          agree += $col["t_agree"]
           comm += $col["t_measure"] + $col["t_agree"] + $col["t_transfer"]
           all += $col["t_compute"] + $col["t_measure"] + $col["t_agree"] + $col["t_transfer"] }
-        END { printf "%-56s %6.1f%% %9.2f %9.2f %8s %6.1f%% %8s\n", m, 100 * s / n, b / 1e6,
-              inj / 1e6, wall, 100 * comm / all, top1 }' "$work/$name.$r.tsv"
+        END { printf "%-52s %6.1f%% %9.2f %9.2f %8s %8.1f %8.2f %6.1f%% %8s\n", m, 100 * s / n, b / 1e6,
+              inj / 1e6, wall, 1e3 * all / n, agree, 100 * comm / all, top1 }' "$work/$name.$r.tsv"
 done
-echo "($ranks ranks, $steps steps each, $(basename "$cfg")${common:+, $common}; MB: sent by rank 0," \
-     "final average excluded; comm %: measure + agree + transfer over the step time; top-1 on the 10000 held-out images)"
+echo "($ranks ranks, $steps steps each, $(basename "$cfg")${common:+, $common}; figures of rank 0 (ssp: worker" \
+     "rank 1): MB sent without the final average, ms/step = compute + communication, agree s = time in the" \
+     "agreement (ssp: blocked by the staleness bound), comm % = measure + agree + transfer over the step" \
+     "time; top-1 on the 10000 held-out images)"
