@@ -40,6 +40,7 @@
 #include "selsync/config.h"
 #include "selsync/engine.h"
 #include "selsync/inject.h"
+#include "selsync/map.h"
 #include "selsync/partition.h"
 #include "selsync/rng.h"
 #include "selsync/ssp.h"
@@ -216,6 +217,20 @@ static void start_engine(attachment *a)
         fatal(a->ad, "%s", err);
 }
 
+/* The label file of a detection image, found as Darknet finds it; -1 when
+ * the path is too long. */
+static int label_path_of(const char *path, char *out, size_t size)
+{
+    if (strlen(path) >= size / 2) return -1;
+    find_replace((char *)path, "images", "labels", out);
+    find_replace(out, "JPEGImages", "labels", out);
+    find_replace(out, "raw", "labels", out);
+    const char *ext[] = {".jpg", ".png", ".JPG", ".JPEG"};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; ++i)
+        find_replace(out, (char *)ext[i], ".txt", out);
+    return 0;
+}
+
 /* The class of a training file: the first label string found in its path
  * (classifier), or the most frequent class in its label file (detector,
  * the label file found as Darknet finds it); -1 when there is none. */
@@ -227,13 +242,7 @@ static int class_of(const char *path, char **labels, int classes)
         return -1;
     }
     char label_path[4096];
-    if (strlen(path) >= sizeof label_path / 2) return -1;
-    find_replace((char *)path, "images", "labels", label_path);
-    find_replace(label_path, "JPEGImages", "labels", label_path);
-    find_replace(label_path, "raw", "labels", label_path);
-    const char *ext[] = {".jpg", ".png", ".JPG", ".JPEG"};
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; ++i)
-        find_replace(label_path, (char *)ext[i], ".txt", label_path);
+    if (label_path_of(path, label_path, sizeof label_path)) return -1;
     FILE *f = fopen(label_path, "r");
     if (!f) return -1;
     int count[256] = {0}, id, best = -1;
@@ -607,6 +616,120 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     net->hook_user = a;
     print_config(ad, &a->cfg);
     return 0;
+}
+
+/* --- darknet selsync map: mAP@0.5 of a detector on its validation list ------ */
+
+/* Appends the boxes of one image's label file to *truth (grown as needed). */
+static int read_truth(const char *image_path, int image, int classes, selsync_truth **truth,
+                      size_t *n, size_t *cap)
+{
+    char label_path[4096];
+    FILE *f = label_path_of(image_path, label_path, sizeof label_path) ? NULL
+                                                                        : fopen(label_path, "r");
+    if (!f) {
+        report(NULL, "cannot read the label file of %s", image_path);
+        return -1;
+    }
+    selsync_truth t = {image, 0, {0, 0, 0, 0}};
+    while (fscanf(f, "%d %f %f %f %f", &t.cls, &t.box.x, &t.box.y, &t.box.w, &t.box.h) == 5) {
+        if (t.cls < 0 || t.cls >= classes) continue;
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 256;
+            selsync_truth *grown = realloc(*truth, *cap * sizeof **truth);
+            if (!grown) break;
+            *truth = grown;
+        }
+        (*truth)[(*n)++] = t;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* darknet selsync map DATA CFG WEIGHTS: runs the detector on every image of
+ * the data file's valid list (letterboxed, as Darknet validates) and prints
+ * the VOC-style AP at IoU 0.5 of every class and their mean. */
+static int map_command(int argc, char **argv)
+{
+    if (argc < 6) {
+        fprintf(stderr, "usage: %s selsync map DATA CFG WEIGHTS\n", argv[0]);
+        return EXIT_FAILURE;
+    }
+    list *options = read_data_cfg(argv[3]);
+    char *valid = option_find_str(options, "valid", NULL);
+    int classes = option_find_int(options, "classes", 0);
+    if (!valid || classes < 1) {
+        report(NULL, "%s: needs valid= and classes= for mAP", argv[3]);
+        return EXIT_FAILURE;
+    }
+    network *net = load_network(argv[4], argv[5], 0);
+    set_batch_network(net, 1);
+    list *plist = get_paths(valid);
+    char **paths = (char **)list_to_array(plist);
+    selsync_truth *truth = NULL;
+    selsync_detection *det = NULL;
+    size_t n_truth = 0, cap_truth = 0, n_det = 0, cap_det = 0;
+    int status = EXIT_SUCCESS;
+    for (int i = 0; i < plist->size && status == EXIT_SUCCESS; ++i) {
+        if (read_truth(paths[i], i, classes, &truth, &n_truth, &cap_truth)) {
+            status = EXIT_FAILURE;
+            break;
+        }
+        image im = load_image_color(paths[i], 0, 0);
+        image sized = letterbox_image(im, net->w, net->h);
+        network_predict(net, sized.data);
+        int nboxes = 0;
+        detection *dets = get_network_boxes(net, im.w, im.h, 0.005f, 0.5f, NULL, 1, &nboxes);
+        do_nms_sort(dets, nboxes, classes, 0.45f);
+        for (int b = 0; b < nboxes; ++b)
+            for (int c = 0; c < classes && c < dets[b].classes; ++c) {
+                if (dets[b].prob[c] <= 0) continue;
+                if (n_det == cap_det) {
+                    cap_det = cap_det ? 2 * cap_det : 1024;
+                    selsync_detection *grown = realloc(det, cap_det * sizeof *det);
+                    if (!grown) {
+                        status = EXIT_FAILURE;
+                        break;
+                    }
+                    det = grown;
+                }
+                box bb = dets[b].bbox;
+                det[n_det++] = (selsync_detection){i, c, dets[b].prob[c], {bb.x, bb.y, bb.w, bb.h}};
+            }
+        free_detections(dets, nboxes);
+        free_image(sized);
+        free_image(im);
+        if ((i + 1) % 500 == 0) fprintf(stderr, "selsync: map: %d of %d images\n", i + 1, plist->size);
+    }
+    double *ap = calloc((size_t)classes, sizeof *ap), map = 0;
+    if (status == EXIT_SUCCESS &&
+        (!ap || selsync_map(truth, n_truth, det, n_det, classes, 0.5f, ap, &map))) {
+        report(NULL, "mAP computation failed");
+        status = EXIT_FAILURE;
+    }
+    if (status == EXIT_SUCCESS) {
+        for (int c = 0; c < classes; ++c)
+            if (!isnan(ap[c])) printf("class %d: AP@0.5 = %.4f\n", c, ap[c]);
+        printf("mAP@0.5 = %.4f (%d images, %zu boxes, %zu detections)\n", map, plist->size,
+               n_truth, n_det);
+    }
+    free(ap);
+    free(det);
+    free(truth);
+    free_ptrs((void **)paths, plist->size);
+    free_list(plist);
+    return status;
+}
+
+int darknet_plugin_command(int argc, char **argv)
+{
+    if (argc >= 3 && !strcmp(argv[1], "selsync") && !strcmp(argv[2], "map"))
+        return map_command(argc, argv);
+    if (argc >= 2 && !strcmp(argv[1], "selsync")) {
+        fprintf(stderr, "usage: %s selsync map DATA CFG WEIGHTS\n", argv[0]);
+        return EXIT_FAILURE;
+    }
+    return -1;
 }
 
 /* --- entry points -------------------------------------------------------------- */

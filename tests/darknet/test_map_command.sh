@@ -1,0 +1,82 @@
+#!/bin/sh
+# Usage: test_map_command.sh DARKNET SOURCE_DIR WORK_DIR
+# `darknet selsync map DATA CFG WEIGHTS` on a detector: after overfitting a
+# tiny detector to 8 generated images it reports a per-class AP and a mAP
+# well above zero on those images, and it fails cleanly on bad input.
+set -u
+darknet=$1 src=$2 work=$3
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+
+python3 "$src/tests/mpi/make_tiny_detection.py" "$work/det" 8
+cat >"$work/tiny.cfg" <<CFG
+[net]
+batch=4
+subdivisions=1
+width=64
+height=64
+channels=3
+momentum=0.9
+decay=0.0005
+learning_rate=0.01
+policy=constant
+max_batches=400
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=4
+stride=4
+
+[convolutional]
+filters=21
+size=1
+stride=1
+pad=1
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=8,24, 24,8, 16,16
+classes=2
+num=3
+jitter=0
+ignore_thresh=.7
+truth_thresh=1
+random=0
+CFG
+OPENBLAS_NUM_THREADS=1 "$darknet" detector train "$work/det/tiny.data" "$work/tiny.cfg" >"$work/train.out" 2>&1
+check "training exits 0" '[ $? -eq 0 ] && [ -s "$work/det/backup/tiny_final.weights" ]'
+"$darknet" selsync map "$work/det/tiny.data" "$work/tiny.cfg" "$work/det/backup/tiny_final.weights" \
+    >"$work/map.out" 2>"$work/map.err"
+check "map exits 0" '[ $? -eq 0 ]'
+cat "$work/map.out"
+check "an AP per class" '[ "$(grep -c "^class [01]: AP@0.5 = " "$work/map.out")" -eq 2 ]'
+m=$(sed -n 's/^mAP@0.5 = \([0-9.]*\) (8 images, 10 boxes, .*/\1/p' "$work/map.out")
+check "mAP line" '[ -n "$m" ]'
+check "mAP well above zero after overfitting ($m)" 'awk -v m="${m:-0}" "BEGIN { exit !(m > 0.05 && m <= 1) }"'
+"$darknet" selsync map "$work/det/tiny.data" "$work/tiny.cfg" "$work/none.weights" >/dev/null 2>&1
+check "missing weights fail" '[ $? -ne 0 ]'
+"$darknet" selsync map "$work/det/tiny.data" >/dev/null 2>"$work/usage.err"
+check "too few arguments: usage" '[ $? -ne 0 ] && grep -q "usage: .* selsync map DATA CFG WEIGHTS" "$work/usage.err"'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
