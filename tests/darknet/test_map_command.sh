@@ -10,60 +10,8 @@ pass=0 fail=0
 check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
 
 python3 "$src/tests/mpi/make_tiny_detection.py" "$work/det" 8
-cat >"$work/tiny.cfg" <<CFG
-[net]
-batch=4
-subdivisions=1
-width=64
-height=64
-channels=3
-momentum=0.9
-decay=0.0005
-learning_rate=0.01
-policy=constant
-max_batches=400
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=4
-stride=4
-
-[convolutional]
-filters=21
-size=1
-stride=1
-pad=1
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=8,24, 24,8, 16,16
-classes=2
-num=3
-jitter=0
-ignore_thresh=.7
-truth_thresh=1
-random=0
-CFG
+sed -e 's/^max_batches=.*/max_batches=400/' -e 's/^learning_rate=.*/learning_rate=0.01/' \
+    "$work/det/tiny.cfg" >"$work/tiny.cfg"
 OPENBLAS_NUM_THREADS=1 "$darknet" detector train "$work/det/tiny.data" "$work/tiny.cfg" >"$work/train.out" 2>&1
 check "training exits 0" '[ $? -eq 0 ] && [ -s "$work/det/backup/tiny_final.weights" ]'
 "$darknet" selsync map "$work/det/tiny.data" "$work/tiny.cfg" "$work/det/backup/tiny_final.weights" \

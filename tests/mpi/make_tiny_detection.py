@@ -3,8 +3,10 @@
 Writes a tiny detection set in Darknet's layout for tests: COUNT 64x64
 greyscale PNGs under OUT_DIR/images/ holding one or two bright rectangles
 of 2 classes (wide = 0, tall = 1) on a dark background, their boxes in
-OUT_DIR/labels/ ("class cx cy w h", normalised), train.list, names.txt and
-tiny.data. Deterministic."""
+OUT_DIR/labels/ ("class cx cy w h", normalised), train.list, names.txt,
+tiny.data, and tiny.cfg: a small YOLO-style detector for them (6 steps of
+batch 4; tests adjust max_batches and learning_rate and may append a
+[selsync] section). Deterministic."""
 import importlib.util
 import os
 import random
@@ -17,6 +19,60 @@ prepare = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(prepare)
 
 SIZE = 64
+
+TINY_CFG = """[net]
+batch=4
+subdivisions=1
+width=64
+height=64
+channels=3
+momentum=0.9
+decay=0.0005
+learning_rate=0.001
+policy=constant
+max_batches=6
+
+[convolutional]
+batch_normalize=1
+filters=8
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=2
+stride=2
+
+[convolutional]
+batch_normalize=1
+filters=16
+size=3
+stride=1
+pad=1
+activation=leaky
+
+[maxpool]
+size=4
+stride=4
+
+[convolutional]
+filters=21
+size=1
+stride=1
+pad=1
+activation=linear
+
+[yolo]
+mask=0,1,2
+anchors=8,24, 24,8, 16,16
+classes=2
+num=3
+jitter=0
+ignore_thresh=.7
+truth_thresh=1
+random=0
+"""
 
 
 def main():
@@ -45,6 +101,7 @@ def main():
         paths.append(path)
     prepare.write_atomic(os.path.join(out, "train.list"), ("\n".join(paths) + "\n").encode())
     prepare.write_atomic(os.path.join(out, "names.txt"), b"wide\ntall\n")
+    prepare.write_atomic(os.path.join(out, "tiny.cfg"), TINY_CFG.encode())
     prepare.write_atomic(os.path.join(out, "tiny.data"), (
         "classes=2\ntrain=%s/train.list\nvalid=%s/train.list\nnames=%s/names.txt\nbackup=%s/backup\n"
         % (out, out, out, out)).encode())

@@ -36,63 +36,7 @@ check "ranks trained on different shards" '! cmp -s "$work/cls.0.tsv" "$work/cls
 
 # --- detector ------------------------------------------------------------------
 python3 "$here/make_tiny_detection.py" "$work/det" 8
-cat >"$work/det.cfg" <<CFG
-[net]
-batch=4
-subdivisions=1
-width=64
-height=64
-channels=3
-momentum=0.9
-decay=0.0005
-learning_rate=0.001
-policy=constant
-max_batches=6
-
-[convolutional]
-batch_normalize=1
-filters=8
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=2
-stride=2
-
-[convolutional]
-batch_normalize=1
-filters=16
-size=3
-stride=1
-pad=1
-activation=leaky
-
-[maxpool]
-size=4
-stride=4
-
-[convolutional]
-filters=21
-size=1
-stride=1
-pad=1
-activation=linear
-
-[yolo]
-mask=0,1,2
-anchors=8,24, 24,8, 16,16
-classes=2
-num=3
-jitter=0
-ignore_thresh=.7
-truth_thresh=1
-random=0
-
-[selsync]
-method=bsp
-CFG
+{ cat "$work/det/tiny.cfg"; printf '\n[selsync]\nmethod=bsp\n'; } >"$work/det.cfg"
 cp "$work/det.cfg" "$work/det-skew.cfg"
 printf 'partition=label:1\ninject_alpha=0.5\ninject_beta=0.5\nlog=%s/det.%%r.tsv\n' "$work" >>"$work/det-skew.cfg"
 mpi -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det.cfg" >"$work/det.out" 2>&1

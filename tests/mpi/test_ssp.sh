@@ -107,13 +107,8 @@ grep -q "rank 2 .*exited on signal 9" "$work/kill.log" && ok || bad "killed work
 
 # --- Darknet's detector trainer ---------------------------------------------------
 python3 "$here/make_tiny_detection.py" "$work/det" 8 >>"$work/log" 2>&1
-{ printf '[net]\nbatch=4\nsubdivisions=1\nwidth=64\nheight=64\nchannels=3\nmomentum=0.9\ndecay=0.0005\n'
-  printf 'learning_rate=0.001\npolicy=constant\nmax_batches=6\n\n'
-  printf '[convolutional]\nbatch_normalize=1\nfilters=8\nsize=3\nstride=1\npad=1\nactivation=leaky\n\n'
-  printf '[maxpool]\nsize=4\nstride=4\n\n[convolutional]\nfilters=21\nsize=1\nstride=1\npad=1\nactivation=linear\n\n'
-  printf '[yolo]\nmask=0,1,2\nanchors=8,24, 24,8, 16,16\nclasses=2\nnum=3\njitter=0\nignore_thresh=.7\n'
-  printf 'truth_thresh=1\nrandom=0\n\n[selsync]\nmethod=ssp\nssp_staleness=1\nlog=%s/det.%%r.tsv\n' "$work"
-} >"$work/det.cfg"
+{ cat "$work/det/tiny.cfg"
+  printf '\n[selsync]\nmethod=ssp\nssp_staleness=1\nlog=%s/det.%%r.tsv\n' "$work"; } >"$work/det.cfg"
 timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 3 "$darknet" detector train "$work/det/tiny.data" "$work/det.cfg" \
     >"$work/det.out" 2>&1 && ok || bad "detector with ssp failed (see $work/det.out)"
 [ "$(grep -c "Saving weights" "$work/det.out")" -eq 1 ] && [ -s "$work/det/backup/det_final.weights" ] \
