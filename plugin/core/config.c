@@ -12,11 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__GNUC__)
-#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SELSYNC_PRINTF(f, a)
-#endif
+#include "internal.h"
 
 #define NMETHODS 5
 #define BIT(m) (1u << (unsigned)(m))

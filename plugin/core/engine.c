@@ -53,7 +53,6 @@
  *   pulled (so the ranks' sum is the job's traffic, as for the other
  *   methods); bsp_bytes is reckoned for a ring all-reduce over the W
  *   workers. The initial pull counts in the totals only. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include "selsync/engine.h"
 
@@ -64,7 +63,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "selsync/rng.h"
 #include "selsync/ssp.h"
@@ -105,23 +103,7 @@ struct selsync_engine {
     char err[512];
 };
 
-static void vput(char *buf, size_t len, const char *fmt, va_list ap)
-{
-    if (!buf || len == 0) return;
-    vsnprintf(buf, len, fmt, ap);
-}
-
-static selsync_status fail(char *buf, size_t len, selsync_status st, const char *fmt, ...) SELSYNC_PRINTF(4, 5);
-static selsync_status fail(char *buf, size_t len, selsync_status st, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vput(buf, len, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-#define EFAIL(e, st, ...) fail((e)->err, sizeof (e)->err, (st), __VA_ARGS__)
+#define EFAIL(e, st, ...) selsync_fail((e)->err, sizeof (e)->err, (st), __VA_ARGS__)
 
 static selsync_status comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n)
 {
@@ -140,7 +122,7 @@ static int syncs(const selsync_engine *e, const selsync_tensor *t)
 static selsync_status check_model(const selsync_model *m, char *err, size_t len)
 {
     if (!m->tensors || m->n_tensors == 0 || m->n_layers == 0)
-        return fail(err, len, SELSYNC_EINVAL, "[selsync] model has no tensors or no layers");
+        return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] model has no tensors or no layers");
     for (size_t i = 0; i < m->n_tensors; i++) {
         const selsync_tensor *t = &m->tensors[i];
         const char *why = t->layer >= m->n_layers ? "layer index >= n_layers"
@@ -150,7 +132,7 @@ static selsync_status check_model(const selsync_model *m, char *err, size_t len)
                         : t->kind == SELSYNC_TENSOR_TRAINED && !t->grad ? "trained tensor without grad"
                         : NULL;
         if (why)
-            return fail(err, len, SELSYNC_EINVAL, "[selsync] tensor %zu (layer %zu, %zu elements): %s", i,
+            return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] tensor %zu (layer %zu, %zu elements): %s", i,
                         t->layer, t->count, why);
     }
     return SELSYNC_OK;
@@ -162,7 +144,7 @@ static selsync_status check_cfg(const selsync_config *c, char *err, size_t len)
         !(c->smoothing >= 0 && c->smoothing <= 1) || (unsigned)c->granularity > SELSYNC_GRANULARITY_LAYER ||
         (c->aggregate != SELSYNC_AGGREGATE_PARAMS && c->aggregate != SELSYNC_AGGREGATE_GRADS) ||
         c->fedavg_interval < 1 || !(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1))
-        return fail(err, len, SELSYNC_EINVAL, "[selsync] configuration out of range or unresolved "
+        return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] configuration out of range or unresolved "
                     "(call selsync_config_finish first)");
     return SELSYNC_OK;
 }
@@ -177,7 +159,7 @@ static selsync_status open_log(selsync_engine *e, char *err, size_t len)
     }
     *o = '\0';
     if (!(e->log = fopen(e->log_path, "w")))
-        return fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
+        return selsync_fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
                     strerror(errno));
     return SELSYNC_OK;
 }
@@ -220,23 +202,23 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     if (err && errlen) err[0] = '\0';
     if (out) *out = NULL;
     if (!cfg || !comm || !model || !out)
-        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_create: NULL argument");
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_create: NULL argument");
     if (!ops || !ops->rank || !ops->size || !ops->any || !ops->sum_f32 || !ops->bytes_sent)
-        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator lacks an operation the engine needs");
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator lacks an operation the engine needs");
     if ((st = check_cfg(cfg, err, errlen)) != SELSYNC_OK) return st;
     if ((st = check_model(model, err, errlen)) != SELSYNC_OK) return st;
     int rank = ops->rank(comm->ctx), world = ops->size(comm->ctx);
     if (world < 1 || rank < 0 || rank >= world)
-        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
     if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
     if (cfg->method == SELSYNC_METHOD_SSP && (!ops->send || !ops->recv))
-        return fail(err, errlen, SELSYNC_EINVAL, "[selsync] method = ssp needs a communicator with point-to-point "
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] method = ssp needs a communicator with point-to-point "
                     "messages; '%s' has none", ops->name ? ops->name : "");
     for (size_t i = 0; i < model->n_tensors; i++) {
         const selsync_tensor *t = &model->tensors[i];
         size_t *sum = t->kind == SELSYNC_TENSOR_TRAINED ? &n_trained : &n_stat;
         if (*sum > SIZE_MAX / sizeof(float) / 2 - t->count)
-            return fail(err, errlen, SELSYNC_EINVAL, "[selsync] model too large");
+            return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] model too large");
         *sum += t->count;
     }
 
@@ -283,7 +265,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
         e->ssp_server = rank == 0;
         if (rank != 0 && ((st = selsync_ssp_worker_create(cfg, comm, model, &e->ssp, err, errlen)) != SELSYNC_OK ||
                           (st = ssp_exchange(e, &e->tot.t_agree, &e->tot.t_transfer, &e->tot.bytes_sent)))) {
-            if (e->ssp) fail(err, errlen, st, "%s", e->err);
+            if (e->ssp) selsync_fail(err, errlen, st, "%s", e->err);
             selsync_destroy(e);
             return st;
         }
@@ -293,7 +275,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     return SELSYNC_OK;
 nomem:
     selsync_destroy(e);
-    return fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory creating the engine");
+    return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory creating the engine");
 }
 
 void selsync_destroy(selsync_engine *e)

@@ -16,11 +16,7 @@
 
 #include "selsync/rng.h"
 
-#if defined(__GNUC__)
-#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SELSYNC_PRINTF(f, a)
-#endif
+#include "internal.h"
 
 /* "FILE:LINE: [selsync] KEY = VALUE: " then the problem. */
 static selsync_status config_error(const selsync_config *cfg, selsync_config_key key, char *err, size_t len,
@@ -31,10 +27,10 @@ static selsync_status config_error(const selsync_config *cfg, selsync_config_key
     va_list ap;
     size_t used;
     if (!err || len == 0) return SELSYNC_ECONFIG;
-    snprintf(err, len, "%s:%d: [selsync] %s = %g: ", cfg->file[0] ? cfg->file : "<cfg>",
-             cfg->line[key] > 0 ? cfg->line[key] : cfg->section_line, selsync_config_key_name(key),
+    used = selsync_config_where(cfg, key, err, len);
+    snprintf(err + used, len - used, "%s = %g: ", selsync_config_key_name(key),
              key == SELSYNC_KEY_INJECT_ALPHA ? cfg->inject_alpha : cfg->inject_beta);
-    used = strlen(err);
+    used += strlen(err + used);
     va_start(ap, problem);
     vsnprintf(err + used, len - used, problem, ap);
     va_end(ap);

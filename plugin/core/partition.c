@@ -21,11 +21,7 @@
 
 #include "selsync/rng.h"
 
-#if defined(__GNUC__)
-#define SELSYNC_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define SELSYNC_PRINTF(f, a)
-#endif
+#include "internal.h"
 
 #define DIRICHLET_STREAM 0xd12cULL
 #define ORDER_STREAM 0x5bd1ULL
@@ -68,17 +64,6 @@ selsync_status selsync_partition_iid(size_t n, int world, int rank, uint64_t see
 
 /* ---- messages ---- */
 
-static selsync_status say(char *err, size_t len, selsync_status st, const char *fmt, ...) SELSYNC_PRINTF(4, 5);
-static selsync_status say(char *err, size_t len, selsync_status st, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || len == 0) return st;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 /* "FILE:LINE: [selsync] partition = 'VALUE': " then the problem. */
 static selsync_status config_error(const selsync_config *cfg, char *err, size_t len, const char *problem, ...)
     SELSYNC_PRINTF(4, 5);
@@ -87,15 +72,15 @@ static selsync_status config_error(const selsync_config *cfg, char *err, size_t 
     char value[64];
     size_t used;
     va_list ap;
-    int line = cfg->line[SELSYNC_KEY_PARTITION] > 0 ? cfg->line[SELSYNC_KEY_PARTITION] : cfg->section_line;
     switch (cfg->partition) {
     case SELSYNC_PARTITION_LABEL: snprintf(value, sizeof value, "label:%d", cfg->partition_k); break;
     case SELSYNC_PARTITION_DIRICHLET: snprintf(value, sizeof value, "dirichlet:%g", cfg->partition_alpha); break;
     default: snprintf(value, sizeof value, "%s", cfg->partition == SELSYNC_PARTITION_SELDP ? "seldp" : "iid");
     }
     if (!err || len == 0) return SELSYNC_ECONFIG;
-    snprintf(err, len, "%s:%d: [selsync] partition = '%s': ", cfg->file[0] ? cfg->file : "<cfg>", line, value);
-    used = strlen(err);
+    used = selsync_config_where(cfg, SELSYNC_KEY_PARTITION, err, len);
+    snprintf(err + used, len - used, "partition = '%s': ", value);
+    used += strlen(err + used);
     va_start(ap, problem);
     vsnprintf(err + used, len - used, problem, ap);
     va_end(ap);
@@ -236,7 +221,7 @@ static selsync_status split(const selsync_config *cfg, const int *labels, size_t
     }
     goto out;
 nomem:
-    st = say(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory partitioning %zu samples", n);
+    st = selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory partitioning %zu samples", n);
 out:
     free(perm);
     free(sorted);
@@ -250,30 +235,30 @@ static selsync_status check_args(const selsync_config *cfg, const int *labels, s
                                  char *err, size_t errlen)
 {
     if (!cfg || (!labels && n > 0) || world < 1 || classes < 0)
-        return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: NULL argument, world < 1 or classes < 0");
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: NULL argument, world < 1 or classes < 0");
     if ((size_t)classes + 1 > SIZE_MAX / sizeof(size_t) / (size_t)world || n > SIZE_MAX / sizeof(size_t))
-        return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: too many classes, ranks or samples");
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: too many classes, ranks or samples");
     for (size_t i = 0; i < n; i++)
         if (labels[i] < -1 || labels[i] >= classes)
-            return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: sample %zu has label %d, outside [-1, %d)",
+            return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: sample %zu has label %d, outside [-1, %d)",
                        i, labels[i], classes);
     switch (cfg->partition) {
     case SELSYNC_PARTITION_IID:
     case SELSYNC_PARTITION_SELDP: return SELSYNC_OK;
     case SELSYNC_PARTITION_LABEL:
         if (cfg->partition_k < 1)
-            return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: label:K with K = %d < 1", cfg->partition_k);
+            return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: label:K with K = %d < 1", cfg->partition_k);
         if (cfg->partition_k > classes)
             return config_error(cfg, err, errlen, "K is larger than the %d classes of the data; allowed: label:K "
                                 "with K from 1 to %d", classes, classes);
         return SELSYNC_OK;
     case SELSYNC_PARTITION_DIRICHLET:
         if (!(cfg->partition_alpha > 0) || isinf(cfg->partition_alpha))
-            return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: dirichlet:A with A = %g, not a finite A > 0",
+            return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: dirichlet:A with A = %g, not a finite A > 0",
                        cfg->partition_alpha);
         return SELSYNC_OK;
     }
-    return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: unknown scheme %d", (int)cfg->partition);
+    return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: unknown scheme %d", (int)cfg->partition);
 }
 
 selsync_status selsync_partition_make(const selsync_config *cfg, const int *labels, size_t n, int classes,
@@ -284,10 +269,10 @@ selsync_status selsync_partition_make(const selsync_config *cfg, const int *labe
     if (err && errlen) err[0] = '\0';
     if ((st = check_args(cfg, labels, n, classes, world, err, errlen)) != SELSYNC_OK) return st;
     if (!shard || !count || rank < 0 || rank >= world)
-        return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: NULL shard or count, or rank %d outside [0, %d)",
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: NULL shard or count, or rank %d outside [0, %d)",
                    rank, world);
     if (!(hist = malloc((size_t)world * ((size_t)classes + 1) * sizeof *hist)))
-        return say(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory partitioning %zu samples", n);
+        return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory partitioning %zu samples", n);
     st = split(cfg, labels, n, classes, world, rank, shard, count, hist, err, errlen);
     free(hist);
     return st;
@@ -299,6 +284,6 @@ selsync_status selsync_partition_histogram(const selsync_config *cfg, const int 
     selsync_status st;
     if (err && errlen) err[0] = '\0';
     if ((st = check_args(cfg, labels, n, classes, world, err, errlen)) != SELSYNC_OK) return st;
-    if (!hist) return say(err, errlen, SELSYNC_EINVAL, "[selsync] partition: NULL hist");
+    if (!hist) return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] partition: NULL hist");
     return split(cfg, labels, n, classes, world, -1, NULL, NULL, hist, err, errlen);
 }

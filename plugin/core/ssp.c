@@ -9,30 +9,16 @@
  * first; only held pulls count as queued and report a wait. Updates and
  * models go through one buffer of n floats; the global model stays in the
  * host's arrays. */
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
 
 #include "selsync/ssp.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
 #define HDR sizeof(selsync_ssp_header)
-
-static selsync_status say(char *err, size_t len, selsync_status st, const char *fmt, ...) SELSYNC_PRINTF(4, 5);
-static selsync_status say(char *err, size_t len, selsync_status st, const char *fmt, ...)
-{
-    va_list ap;
-    if (!err || !len) return st;
-    va_start(ap, fmt);
-    vsnprintf(err, len, fmt, ap);
-    va_end(ap);
-    return st;
-}
 
 static int in_model(const selsync_config *cfg, const selsync_tensor *t)
 {
@@ -52,16 +38,16 @@ static selsync_status check_args(const selsync_config *cfg, const selsync_comm *
                                  int server, size_t *n, char *err, size_t len)
 {
     if (!cfg || !comm || !comm->ops || !m || !m->tensors)
-        return say(err, len, SELSYNC_EINVAL, "[selsync] ssp: NULL argument");
+        return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] ssp: NULL argument");
     if (!comm->ops->send || !comm->ops->recv || !comm->ops->rank || !comm->ops->size || !comm->ops->bytes_sent)
-        return say(err, len, SELSYNC_EINVAL, "[selsync] ssp: the %s communicator has no point-to-point messages",
+        return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] ssp: the %s communicator has no point-to-point messages",
                    comm->ops->name ? comm->ops->name : "");
     int rank = comm->ops->rank(comm->ctx), world = comm->ops->size(comm->ctx);
     if (world < 2 || (server ? rank != 0 : rank < 1 || rank >= world))
-        return say(err, len, SELSYNC_EINVAL, "[selsync] ssp: rank %d of %d cannot be the %s", rank, world,
+        return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] ssp: rank %d of %d cannot be the %s", rank, world,
                    server ? "server (rank 0)" : "worker (ranks 1 and up)");
     if (!(*n = model_count(cfg, m)) || *n > SIZE_MAX / sizeof(float) / 2)
-        return say(err, len, SELSYNC_EINVAL, "[selsync] ssp: model of %zu floats", *n);
+        return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] ssp: model of %zu floats", *n);
     return SELSYNC_OK;
 }
 
@@ -100,7 +86,7 @@ typedef struct server {
 
 static selsync_status comm_err(server *s, selsync_status st, const char *what, int rank)
 {
-    return say(s->err, s->errlen, st == SELSYNC_OK ? SELSYNC_ECOMM : st,
+    return selsync_fail(s->err, s->errlen, st == SELSYNC_OK ? SELSYNC_ECOMM : st,
                "[selsync] ssp server: %s worker rank %d failed: %s", what, rank, selsync_status_str(st));
 }
 
@@ -148,7 +134,7 @@ static selsync_status serve_loop(server *s)
         /* start: each worker's PULL in turn, before any update is applied */
         int from = started < s->workers ? started + 1 : SELSYNC_ANY;
         if ((st = ops->recv(s->comm->ctx, from, SELSYNC_ANY, &h, HDR, &got)) != SELSYNC_OK)
-            return say(s->err, s->errlen, st, "[selsync] ssp server: receiving from the workers failed: %s",
+            return selsync_fail(s->err, s->errlen, st, "[selsync] ssp server: receiving from the workers failed: %s",
                        selsync_status_str(st));
         int w = got.source - 1;
         const char *bad = got.source < 1 || got.source > s->workers ? "a message from a rank that is no worker"
@@ -163,7 +149,7 @@ static selsync_status serve_loop(server *s)
                         : got.tag == SSP_TAG_DONE ? (h.clock != s->clock[w] ? "DONE at another clock" : NULL)
                         : "an unknown tag";
         if (bad)
-            return say(s->err, s->errlen, SELSYNC_EMISMATCH, "[selsync] ssp server: rank %d sent %s (tag %d, "
+            return selsync_fail(s->err, s->errlen, SELSYNC_EMISMATCH, "[selsync] ssp server: rank %d sent %s (tag %d, "
                        "%zu bytes, clock %" PRIu64 "; its clock %" PRIu64 ")", got.source, bad, got.tag, got.bytes,
                        h.clock, w >= 0 && w < s->workers ? s->clock[w] : 0);
         s->st.bytes_received += got.bytes;
@@ -208,12 +194,12 @@ selsync_status selsync_ssp_serve(const selsync_config *cfg, const selsync_comm *
     s.since = calloc((size_t)s.workers, sizeof *s.since);
     b0 = comm->ops->bytes_sent(comm->ctx);
     if (!s.buf || !s.clock || !s.done || !s.pull || !s.since)
-        st = say(err, errlen, SELSYNC_ENOMEM, "[selsync] ssp server: out of memory");
+        st = selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] ssp server: out of memory");
     else {
         if (trace) fputs("# rank\tclock\tslowest\tqueued\twait_s\n", trace);
         st = serve_loop(&s);
         if (trace && fflush(trace) != 0 && st == SELSYNC_OK)
-            st = say(err, errlen, SELSYNC_EIO, "[selsync] ssp server: writing the trace failed");
+            st = selsync_fail(err, errlen, SELSYNC_EIO, "[selsync] ssp server: writing the trace failed");
     }
     s.st.bytes_sent = comm->ops->bytes_sent(comm->ctx) - b0;
     s.st.t_serve = selsync_now() - t0;
@@ -248,13 +234,13 @@ selsync_status selsync_ssp_worker_create(const selsync_config *cfg, const selsyn
     selsync_status st;
 
     if (err && errlen) err[0] = '\0';
-    if (!out) return say(err, errlen, SELSYNC_EINVAL, "[selsync] ssp: NULL argument");
+    if (!out) return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] ssp: NULL argument");
     *out = NULL;
     if ((st = check_args(cfg, comm, model, 0, &n, err, errlen)) != SELSYNC_OK) return st;
     if (!(w = calloc(1, sizeof *w)) || !(w->buf = malloc(n * sizeof *w->buf)) ||
         !(w->base = malloc(n * sizeof *w->base))) {
         selsync_ssp_worker_destroy(w);
-        return say(err, errlen, SELSYNC_ENOMEM, "[selsync] ssp: out of memory for a worker");
+        return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] ssp: out of memory for a worker");
     }
     w->cfg = *cfg;
     w->comm = *comm;
@@ -267,7 +253,7 @@ selsync_status selsync_ssp_worker_create(const selsync_config *cfg, const selsyn
 static selsync_status worker_fail(selsync_ssp_worker *w, selsync_status st, const char *what)
 {
     w->broken = 1;
-    return say(w->err, sizeof w->err, st == SELSYNC_OK ? SELSYNC_EMISMATCH : st,
+    return selsync_fail(w->err, sizeof w->err, st == SELSYNC_OK ? SELSYNC_EMISMATCH : st,
                "[selsync] ssp worker at clock %" PRIu64 ": %s: %s", w->clock, what,
                st == SELSYNC_OK ? "unexpected reply from the server" : selsync_status_str(st));
 }
@@ -284,7 +270,7 @@ selsync_status selsync_ssp_sync(selsync_ssp_worker *w, selsync_ssp_exchange *x)
 
     if (!w) return SELSYNC_EINVAL;
     if (w->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
-    if (w->done) return say(w->err, sizeof w->err, SELSYNC_ESTATE, "[selsync] ssp worker: sync after done");
+    if (w->done) return selsync_fail(w->err, sizeof w->err, SELSYNC_ESTATE, "[selsync] ssp worker: sync after done");
     ops = w->comm.ops;
     bytes = w->n * sizeof(float);
     push = w->pulled;
