@@ -23,6 +23,7 @@
 static const char *const method_names[NMETHODS] = {"selsync", "bsp", "fedavg", "ssp", "local"};
 static const char *const granularity_names[] = {"model", "layer"};
 static const char *const aggregate_names[] = {"params", "grads"};
+static const char *const nonfinite_names[] = {"stop", "skip"};
 
 static const char *const key_names[SELSYNC_KEY_COUNT] = {
 #define SELSYNC_CONFIG_KEY_NAME(id, name) name,
@@ -215,6 +216,18 @@ static const char *p_log(selsync_config *c, const char *v)
 }
 
 static const char *p_eval_every(selsync_config *c, const char *v) { return parse_int(v, 0, 100000000, &c->eval_every); }
+static const char *p_checkpoint_every(selsync_config *c, const char *v)
+{
+    return parse_int(v, 0, 100000000, &c->checkpoint_every);
+}
+
+static const char *p_on_nonfinite(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, nonfinite_names, 2, &i);
+    if (!e) c->on_nonfinite = (selsync_nonfinite)i;
+    return e;
+}
 
 static const struct key_info {
     const char *(*parse)(selsync_config *cfg, const char *value);
@@ -240,6 +253,9 @@ static const struct key_info {
     [SELSYNC_KEY_LOG] = {p_log, ALL_METHODS,
                          "a path shorter than 512 bytes; %r stands for the rank, no other % sequence"},
     [SELSYNC_KEY_EVAL_EVERY] = {p_eval_every, ALL_METHODS, "an integer from 0 to 100000000 (0 = never)"},
+    [SELSYNC_KEY_CHECKPOINT_EVERY] = {p_checkpoint_every, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP),
+                                      "an integer from 0 to 100000000 (0 = never)"},
+    [SELSYNC_KEY_ON_NONFINITE] = {p_on_nonfinite, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "stop, skip"},
 };
 
 /* ---- API ---- */

@@ -93,6 +93,10 @@ struct selsync_engine {
     int in_step, broken, member, header_done;
     float scale;                 /* 1/k for this step */
     double t_mark;               /* end of the previous after_update */
+    double t_start, t_excluded;  /* engine start (shifted on restore); time not training */
+    size_t n_params, n_trained;  /* elements of all params; of the trained ones */
+    float *mean;                 /* selsync_consensus: n_params, allocated on first use */
+    int resumed;                 /* restored: the metrics file is appended to */
     selsync_step cur, last;
     int has_last;
     selsync_totals tot;
@@ -158,16 +162,30 @@ static selsync_status open_log(selsync_engine *e, char *err, size_t len)
         else *o++ = *p;
     }
     *o = '\0';
-    if (!(e->log = fopen(e->log_path, "w")))
+    FILE *probe = fopen(e->log_path, "a"); /* fail early; truncated on first write */
+    if (!probe || fclose(probe))
         return selsync_fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
                     strerror(errno));
     return SELSYNC_OK;
 }
 
+/* The metrics file, opened on the first write: anew, or appended to after a
+ * restore (its header is already there); NULL when there is none or it
+ * cannot be opened (errno set). */
+static FILE *log_file(selsync_engine *e)
+{
+    if (e->log || !e->cfg.log[0]) return e->log;
+    e->log = fopen(e->log_path, e->resumed ? "a" : "w");
+    if (e->log && e->resumed && fseek(e->log, 0, SEEK_END) == 0) e->header_done = ftell(e->log) > 0;
+    return e->log;
+}
+
 /* The header line, written lazily so that notes can come first; -1 on error. */
 static int write_header(selsync_engine *e)
 {
-    if (!e->log || e->header_done) return 0;
+    if (!e->cfg.log[0] || e->header_done) return 0;
+    if (!log_file(e)) return -1;
+    if (e->header_done) return 0;
     e->header_done = 1;
     return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
                  "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer\n", e->log) < 0 ? -1 : 0;
@@ -234,6 +252,8 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->world = world;
     e->keep = 1.0 - selsync_config_smoothing(cfg, world);
     e->fused_n = n_trained + (cfg->sync_bn_stats ? n_stat : 0);
+    e->n_params = n_trained + n_stat;
+    e->n_trained = n_trained;
     e->ratio = 2.0 * (world - 1) / world;
     w = (size_t)cfg->window;
     if (e->n_track > SIZE_MAX / sizeof(double) / w) goto nomem;
@@ -242,7 +262,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->sq = calloc(e->n_track, sizeof *e->sq);
     e->prev = calloc(e->n_track, sizeof *e->prev);
     e->active = calloc(e->n_groups, 1);
-    e->flags = calloc(e->n_groups, 1);
+    e->flags = calloc(e->n_groups + 1, 1); /* + 1: the non-finite flag */
     e->chosen = calloc(e->n_layers, 1);
     e->payload = calloc(e->n_layers, 1);
     e->perm = calloc((size_t)world, sizeof *e->perm);
@@ -270,7 +290,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
             return st;
         }
     }
-    e->t_mark = selsync_now();
+    e->t_mark = e->t_start = selsync_now();
     *out = e;
     return SELSYNC_OK;
 nomem:
@@ -281,10 +301,8 @@ nomem:
 void selsync_destroy(selsync_engine *e)
 {
     if (!e) return;
-    if (e->log) {
-        write_header(e);
-        fclose(e->log);
-    }
+    write_header(e);
+    if (e->log) fclose(e->log);
     free(e->t);
     free(e->ring);
     free(e->sq);
@@ -296,14 +314,17 @@ void selsync_destroy(selsync_engine *e)
     free(e->perm);
     free(e->fused);
     free(e->snap);
+    free(e->mean);
     selsync_ssp_worker_destroy(e->ssp);
     free(e);
 }
 
 /* ---- one step ---- */
 
-/* Norms, smoothing, change and local flags of this step (top comment). */
-static void measure(selsync_engine *e)
+/* Norms, smoothing, change and local flags of this step (top comment).
+ * With on_nonfinite = skip, a step whose loss or norm is not finite leaves
+ * the smoothing untouched and flags nothing. Returns 1 for such a step. */
+static int measure(selsync_engine *e, double loss)
 {
     size_t w = (size_t)e->cfg.window, off = 0, slot = (size_t)(e->step % w);
     size_t m = e->step < w ? (size_t)e->step + 1 : w, whole = e->n_track - 1;
@@ -324,6 +345,13 @@ static void measure(selsync_engine *e)
         for (size_t g = 0; g < e->n_groups; g++) e->sq[whole] += e->sq[g];
 
     e->cur.local_flag = 0;
+    if (!isfinite(loss) || !isfinite(e->sq[whole])) {
+        e->cur.grad_norm = e->sq[whole];
+        e->cur.smoothed = e->prev[whole];
+        e->cur.change = NAN;
+        memset(e->flags, 0, e->n_groups);
+        return 1;
+    }
     for (size_t k = 0; k < e->n_track; k++) {
         double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;
         if (k < e->n_groups && !e->active[k]) { e->flags[k] = 0; continue; }
@@ -346,6 +374,7 @@ static void measure(selsync_engine *e)
             e->cur.change = change;
         }
     }
+    return 0;
 }
 
 /* FedAvg with C < 1: returns k and sets e->member (top comment). */
@@ -366,10 +395,16 @@ static int fedavg_members(selsync_engine *e)
     return k;
 }
 
-/* Fills e->chosen, e->member and e->scale for this step. */
-static selsync_status decide(selsync_engine *e)
+/* Fills e->chosen, e->member and e->scale for this step. bad: this rank's
+ * loss or gradient is not finite (on_nonfinite = skip); then no rank
+ * synchronises this step, which costs one flag in the agreement (selsync
+ * after warm-up) or one extra collective of one byte on steps that would
+ * synchronise. */
+static selsync_status decide(selsync_engine *e, int bad)
 {
-    int all = 0, k = e->world;
+    int all = 0, k = e->world, skip = e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP;
+    uint8_t *flag = e->flags + e->n_groups; /* the non-finite flag */
+    *flag = 0;
     e->member = 1;
     memset(e->chosen, 0, e->n_layers);
     switch (e->cfg.method) {
@@ -377,9 +412,11 @@ static selsync_status decide(selsync_engine *e)
         double t0 = selsync_now();
         selsync_status st;
         if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
-        st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups);
+        *flag = (uint8_t)bad;
+        st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups + skip);
         e->cur.t_agree = selsync_now() - t0;
-        if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", e->n_groups);
+        if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", e->n_groups + skip);
+        skip = 0; /* agreed */
         for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
         break;
     }
@@ -391,6 +428,20 @@ static selsync_status decide(selsync_engine *e)
     default: break; /* local: only selsync_finish averages */
     }
     if (all) memset(e->chosen, 1, e->n_layers);
+    if (skip && all) { /* agree on the non-finite flag alone */
+        double t0 = selsync_now();
+        selsync_status st;
+        *flag = (uint8_t)bad;
+        st = e->comm.ops->any(e->comm.ctx, flag, 1);
+        e->cur.t_agree += selsync_now() - t0;
+        if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", 1);
+    }
+    if (e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP && *flag) {
+        memset(e->chosen, 0, e->n_layers);
+        e->cur.decision = SELSYNC_SKIP_STEP;
+        e->cur.layers_synced = 0;
+        return SELSYNC_OK;
+    }
     e->scale = 1.0f / (float)k;
     e->cur.layers_synced = 0;
     for (size_t l = 0; l < e->n_layers; l++) e->cur.layers_synced += e->chosen[l] && e->payload[l];
@@ -463,9 +514,13 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->inject_next = 0;
     e->cur.t_compute = t0 - e->t_mark;
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
-    measure(e);
+    int bad = measure(e, loss);
     e->cur.t_measure = selsync_now() - t0;
-    if ((st = decide(e)) != SELSYNC_OK) return st;
+    if (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP)
+        return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: the loss (%g) or the gradient's "
+                     "squared norm (%g) is not finite; stopping (on_nonfinite = skip would skip synchronising "
+                     "such steps instead)", e->step, e->rank, loss, e->cur.grad_norm);
+    if ((st = decide(e, bad)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
         (st = transfer(e, 1, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
@@ -480,7 +535,7 @@ static int write_line(FILE *f, const selsync_step *s)
     return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
                    "\t%.9g\t%.9g\t%.9g\t%.9g\n",
                    s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
-                   s->decision == SELSYNC_SYNC_STEP ? "sync" : "local", s->layers_synced, s->bytes_sent,
+                   selsync_decision_name(s->decision), s->layers_synced, s->bytes_sent,
                    s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ? -1 : 0;
 }
 
@@ -517,12 +572,13 @@ selsync_status selsync_after_update(selsync_engine *e)
     e->has_last = 1;
     e->tot.steps++;
     e->tot.synced_steps += e->cur.decision == SELSYNC_SYNC_STEP;
+    e->tot.skipped_steps += e->cur.decision == SELSYNC_SKIP_STEP;
     e->tot.bytes_sent += e->cur.bytes_sent;
     e->tot.t_compute += e->cur.t_compute;
     e->tot.t_measure += e->cur.t_measure;
     e->tot.t_agree += e->cur.t_agree;
     e->tot.t_transfer += e->cur.t_transfer;
-    if (e->log) {
+    if (e->cfg.log[0]) {
         bad_log = write_header(e) != 0 || write_line(e->log, &e->cur) != 0;
         if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
     }
@@ -550,7 +606,7 @@ selsync_status selsync_finish(selsync_engine *e)
     }
     e->tot.bytes_sent += e->comm.ops->bytes_sent(e->comm.ctx) - b0;
     if (st != SELSYNC_OK) return st;
-    if (e->log && (write_header(e) != 0 || fflush(e->log) != 0)) return log_failed(e);
+    if (e->cfg.log[0] && (write_header(e) != 0 || fflush(e->log) != 0)) return log_failed(e);
     return SELSYNC_OK;
 }
 
@@ -586,9 +642,10 @@ void selsync_note_injection(selsync_engine *e, uint64_t bytes)
 selsync_status selsync_log_note(selsync_engine *e, const char *text)
 {
     if (!e || !text) return SELSYNC_EINVAL;
-    if (!e->log) return SELSYNC_OK;
-    if (e->header_done || e->in_step || e->step > 0)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_log_note after the first step", e->step);
+    if (!e->cfg.log[0]) return SELSYNC_OK;
+    if (e->in_step)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_log_note in the middle of a step", e->step);
+    if (!log_file(e)) return log_failed(e);
     for (const char *p = text; *p;) {
         size_t n = strcspn(p, "\n");
         if (fputs("# ", e->log) == EOF || fwrite(p, 1, n, e->log) != n || fputc('\n', e->log) == EOF)
@@ -596,6 +653,144 @@ selsync_status selsync_log_note(selsync_engine *e, const char *text)
         p += n + (p[n] == '\n');
     }
     return SELSYNC_OK;
+}
+
+/* ---- evaluation, checkpoints ---- */
+
+const float *selsync_consensus(selsync_engine *e)
+{
+    selsync_status st;
+    size_t n = 0;
+    if (!e || check(e, 0) != SELSYNC_OK) return NULL;
+    if (e->cfg.method == SELSYNC_METHOD_SSP) {
+        EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: the server holds the model; no consensus to compute");
+        return NULL;
+    }
+    if (!e->mean && !(e->mean = malloc(e->n_params * sizeof *e->mean))) {
+        EFAIL(e, SELSYNC_ENOMEM, "[selsync] out of memory for the consensus model");
+        return NULL;
+    }
+    for (size_t i = 0; i < e->nt; n += e->t[i].count, i++)
+        memcpy(e->mean + n, e->t[i].param, e->t[i].count * sizeof(float));
+    if ((st = e->comm.ops->sum_f32(e->comm.ctx, e->mean, n)) != SELSYNC_OK) {
+        comm_failed(e, st, "consensus (sum_f32)", n);
+        return NULL;
+    }
+    for (size_t j = 0; j < n; j++) e->mean[j] *= 1.0f / (float)e->world;
+    return e->mean;
+}
+
+void selsync_exclude_time(selsync_engine *e)
+{
+    if (!e) return;
+    double now = selsync_now();
+    e->t_excluded += now - e->t_mark;
+    e->tot.t_excluded += now - e->t_mark;
+    e->t_mark = now;
+}
+
+selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double score, double eval_s)
+{
+    if (!e || !metric) return SELSYNC_EINVAL;
+    if (!e->cfg.log[0]) return SELSYNC_OK;
+    double wall = e->t_mark - e->t_start;
+    if (write_header(e) != 0 ||
+        fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f\t%s=%.6f\teval_s=%.3f\n", e->step,
+                wall, wall - e->t_excluded, metric, score, eval_s) < 0 ||
+        fflush(e->log) != 0)
+        return log_failed(e);
+    return SELSYNC_OK;
+}
+
+/* The snapshot: a header of sizes (to reject another network or window),
+ * then the fields below in order, in this machine's byte order. */
+typedef struct snapshot_head {
+    char magic[8];
+    uint64_t n_track, window, n_params, n_trained, has_snap;
+    uint64_t step, ratio_n;
+    double ratio, wall, excluded;
+    selsync_totals tot;
+} snapshot_head;
+
+static const char snapshot_magic[8] = "SSENG01";
+
+size_t selsync_snapshot_size(const selsync_engine *e)
+{
+    if (!e) return 0;
+    return sizeof(snapshot_head) + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
+           ((e->snap ? e->n_trained : 0) + e->n_params + e->n_trained) * sizeof(float);
+}
+
+/* Copies n bytes between the snapshot at *pos and x, in the direction out. */
+static void field(uint8_t **pos, void *x, size_t n, int out)
+{
+    if (out) memcpy(*pos, x, n);
+    else memcpy(x, *pos, n);
+    *pos += n;
+}
+
+/* The host arrays: every param, then every trained grad. */
+static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
+{
+    for (size_t i = 0; i < e->nt; i++) field(pos, e->t[i].param, e->t[i].count * sizeof(float), out);
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) field(pos, e->t[i].grad, e->t[i].count * sizeof(float), out);
+}
+
+selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
+{
+    selsync_status st;
+    if (!e || !buf) return SELSYNC_EINVAL;
+    if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    if (len != selsync_snapshot_size(e))
+        return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
+                     selsync_snapshot_size(e));
+    snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
+                       e->step, e->ratio_n, e->ratio, e->t_mark - e->t_start, e->t_excluded, e->tot};
+    uint8_t *pos = buf;
+    memcpy(h.magic, snapshot_magic, sizeof h.magic);
+    field(&pos, &h, sizeof h, 1);
+    field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 1);
+    field(&pos, e->prev, e->n_track * sizeof(double), 1);
+    if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 1);
+    host_arrays(e, &pos, 1);
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
+{
+    snapshot_head h;
+    uint8_t *pos = (uint8_t *)buf;
+    if (!e || !buf) return SELSYNC_EINVAL;
+    if (e->step > 0 || e->in_step || e->has_last || e->header_done || e->ssp || e->ssp_server)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_restore: only before the first step, and not with ssp");
+    if (len < sizeof h)
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is truncated (%zu bytes)", len);
+    field(&pos, &h, sizeof h, 0);
+    if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0 || len != selsync_snapshot_size(e) ||
+        h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
+        h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
+                     "another [selsync] window or granularity (%zu bytes; this run needs %zu)", len,
+                     selsync_snapshot_size(e));
+    field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 0);
+    field(&pos, e->prev, e->n_track * sizeof(double), 0);
+    if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
+    host_arrays(e, &pos, 0);
+    e->step = h.step;
+    e->ratio_n = (size_t)h.ratio_n;
+    e->ratio = h.ratio;
+    e->tot = h.tot;
+    e->t_mark = selsync_now();
+    e->t_start = e->t_mark - h.wall;
+    e->t_excluded = h.excluded;
+    e->resumed = 1;
+    return SELSYNC_OK;
+}
+
+const char *selsync_decision_name(selsync_decision d)
+{
+    return d == SELSYNC_SYNC_STEP ? "sync" : d == SELSYNC_SKIP_STEP ? "skip" : "local";
 }
 
 /* ---- queries ---- */

@@ -42,7 +42,7 @@ int main(int argc, char **argv)
         snprintf(names[i], sizeof names[i], "f%02d_c%d_.png", i, i % CLASSES);
         paths[i] = names[i];
     }
-    train_plan plan = {paths, 64, 4, batch, labels, CLASSES};
+    train_plan plan = {paths, 64, 4, batch, labels, CLASSES, NULL};
     net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
     int load = plan.images;
 

@@ -103,7 +103,7 @@ int main(int argc, char **argv)
     net->train = 1;
     int part = rank;
     if (ssp) {
-        train_plan plan = {NULL, 0, 1, net->batch, NULL, 0};
+        train_plan plan = {NULL, 0, 1, net->batch, NULL, 0, NULL};
         if (net->hook) net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
         if (get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
         part = rank - 1;

@@ -92,6 +92,8 @@ static void test_defaults(void **state)
     assert_true(c->seed == 1);
     assert_string_equal(c->log, "");
     assert_int_equal(c->eval_every, 0);
+    assert_int_equal(c->checkpoint_every, 0);
+    assert_int_equal(c->on_nonfinite, SELSYNC_NONFINITE_STOP);
     assert_string_equal(c->file, FILE_NAME);
     assert_int_equal(c->section_line, 3);
     for (int k = 0; k < SELSYNC_KEY_COUNT; k++) assert_int_equal(c->line[k], 0);
@@ -255,6 +257,26 @@ static void test_parse_eval_every(void **state)
     assert_int_equal(f->cfg.eval_every, 100000000);
 }
 
+static void test_parse_checkpoint_and_nonfinite(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "on_nonfinite", "ignore", 6, "not an allowed value; allowed: stop, skip");
+    expect_bad(f, "checkpoint_every", "-1", 7, "out of range");
+    assert_int_equal(set(f, "checkpoint_every", "500", 4), SELSYNC_OK);
+    assert_int_equal(set(f, "on_nonfinite", "skip", 5), SELSYNC_OK);
+    assert_int_equal(f->cfg.checkpoint_every, 500);
+    assert_int_equal(f->cfg.on_nonfinite, SELSYNC_NONFINITE_SKIP);
+}
+
+static void test_checkpoint_not_for_ssp(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "ssp", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "checkpoint_every", "10", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] checkpoint_every does not apply to method = ssp");
+}
+
 static void test_whitespace_trimmed(void **state)
 {
     fixture *f = *state;
@@ -281,7 +303,7 @@ static void test_unknown_key(void **state)
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
                                 "smoothing, warmup, granularity, aggregate, sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
-                                "log, eval_every");
+                                "log, eval_every, checkpoint_every, on_nonfinite");
 }
 
 static void test_key_case_sensitive(void **state)
@@ -722,6 +744,8 @@ int main(void)
         T(test_parse_seed_max),
         T(test_parse_log),
         T(test_parse_eval_every),
+        T(test_parse_checkpoint_and_nonfinite),
+        T(test_checkpoint_not_for_ssp),
         T(test_whitespace_trimmed),
         T(test_records_line),
         T(test_unknown_key),

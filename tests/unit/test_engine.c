@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mock_comm.h"
@@ -175,27 +176,64 @@ static void test_zero_norms_sync(void **state)
     assert_int_equal(f->mock.sum_calls, 3);
 }
 
-static void test_nonfinite_gradient_syncs(void **state)
+static void test_nonfinite_stops(void **state)
 {
     fx *f = *state;
-    /* window 2: a NaN stays in the ring for two steps, then the previous
-     * smoothed value is NaN for one more step. */
-    const int sync[] = {1, 0, 0, 0, 1, 1, 1, 0, 1, 1, 1, 0};
+    const double loss[] = {NAN, 1, 1};
+    for (int k = 0; k < 3; k++) { /* a NaN loss, a NaN gradient, an infinite gradient */
+        mock_init(&f->mock, 1, 2);
+        make(f);
+        set_grads(1);
+        step(f);
+        step(f);
+        if (k == 1) f->gw1[1] = NAN;
+        if (k == 2) f->gw3[0] = INFINITY;
+        assert_int_equal(selsync_before_update(f->e, loss[k], 0.1), SELSYNC_ENONFINITE);
+        assert_contains(selsync_engine_error(f->e), "step 2: rank 1: the loss (");
+        assert_contains(selsync_engine_error(f->e), "is not finite; stopping");
+        selsync_destroy(f->e);
+        f->e = NULL;
+    }
+}
+
+static void test_nonfinite_skips(void **state)
+{
+    fx *f = *state;
+    /* skip: the bad step synchronises nowhere and leaves the smoothing
+     * alone, so the steps after it see no change */
+    f->cfg.on_nonfinite = SELSYNC_NONFINITE_SKIP;
     f->cfg.window = 2;
     f->cfg.smoothing = 0.5;
-    f->cfg.warmup = 0;
-    f->cfg.delta = 1e30;
+    f->cfg.warmup = 1;
+    f->cfg.delta = 0.3;
     make(f);
-    for (int t = 0; t < 12; t++) {
+    for (int t = 0; t < 8; t++) {
         set_grads(1);
         if (t == 4) f->gw1[1] = NAN;
-        if (t == 8) f->gw3[0] = INFINITY;
+        int calls = f->mock.any_calls;
         const selsync_step *s = step(f);
-        if (sync[t] != (s->decision == SELSYNC_SYNC_STEP)) fail_msg("step %d: decision %d", t, s->decision);
-        assert_int_equal(s->local_flag, sync[t]);
-        if (sync[t]) assert_true(isinf(s->change));
-        else assert_true(s->change == 0);
+        const selsync_decision want = t == 0 ? SELSYNC_SYNC_STEP : t == 4 ? SELSYNC_SKIP_STEP : SELSYNC_LOCAL_STEP;
+        if (s->decision != want) fail_msg("step %d: decision %d", t, s->decision);
+        if (t == 4) assert_true(isnan(s->change));
+        else if (t > 0) assert_true(s->change == 0);
+        assert_int_equal(f->mock.any_calls - calls, 1); /* warm-up too: the flag travels */
+        if (t > 0) assert_int_equal(f->mock.any_last_n, 2); /* model group + non-finite flag */
     }
+    selsync_totals tot;
+    selsync_get_totals(f->e, &tot);
+    assert_int_equal(tot.skipped_steps, 1);
+    assert_int_equal(tot.synced_steps, 1);
+
+    /* another rank's flag makes this one skip too (bsp) */
+    selsync_destroy(f->e);
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    f->cfg.delta = 0.3; /* ignored by bsp in the engine */
+    make(f);
+    f->mock.any_queue[0][0] = 1;
+    f->mock.any_queued = 1;
+    set_grads(1);
+    assert_int_equal(step(f)->decision, SELSYNC_SKIP_STEP);
+    assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP);
 }
 
 static void test_constant_norms_local_after_warmup(void **state)
@@ -653,10 +691,10 @@ static void test_log_notes(void **state)
     assert_int_equal(selsync_log_note(f->e, ""), SELSYNC_OK); /* nothing */
     assert_int_equal(selsync_log_note(f->e, NULL), SELSYNC_EINVAL);
     assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_log_note(f->e, "too late"), SELSYNC_ESTATE); /* the first step has begun */
+    assert_int_equal(selsync_log_note(f->e, "too late"), SELSYNC_ESTATE); /* in the middle of a step */
+    assert_contains(selsync_engine_error(f->e), "selsync_log_note in the middle of a step");
     assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_int_equal(selsync_log_note(f->e, "too late"), SELSYNC_ESTATE);
-    assert_contains(selsync_engine_error(f->e), "selsync_log_note");
+    assert_int_equal(selsync_log_note(f->e, "between steps"), SELSYNC_OK);
     step(f);
     selsync_destroy(f->e);
     f->e = NULL;
@@ -664,17 +702,14 @@ static void test_log_notes(void **state)
     snprintf(want, sizeof want, "# partition = label:2\n# rank 1: 120 samples\n# classes 2 3\n%s0\t", header);
     if (strncmp(text, want, strlen(want)) != 0) fail_msg("file starts \"%.300s\"", text);
     assert_null(strstr(text, "too late"));
-    assert_non_null(strstr(text, "\n1\t")); /* the second step */
+    assert_non_null(strstr(text, "\n# between steps\n1\t")); /* between the steps' lines */
     assert_int_equal(remove(path), 0);
 
     /* no step: the header still comes, after the notes (at finish, or destroy) */
     for (int fin = 0; fin < 2; fin++) {
         make(f);
         assert_int_equal(selsync_log_note(f->e, "only a note"), SELSYNC_OK);
-        if (fin) {
-            assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
-            assert_int_equal(selsync_log_note(f->e, "after finish"), SELSYNC_ESTATE);
-        }
+        if (fin) assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
         selsync_destroy(f->e);
         f->e = NULL;
         slurp(path, text, sizeof text);
@@ -837,6 +872,156 @@ static void test_comm_single(void **state)
     assert_int_equal(tot.bsp_bytes, 0);
 }
 
+/* ---- evaluation and checkpoints ---- */
+
+static void test_consensus(void **state)
+{
+    fx *f = *state;
+    float remote[N_ALL], want[N_ALL];
+    for (int j = 0; j < N_ALL; j++) remote[j] = 3.0f * (float)j; /* the other three ranks' sum */
+    mock_init(&f->mock, 0, 4);
+    f->mock.remote = remote;
+    f->mock.remote_n = N_ALL;
+    f->mock.remote_scale = 0;
+    f->cfg.method = SELSYNC_METHOD_LOCAL;
+    make(f);
+    snapshot(want);
+    for (int j = 0; j < N_ALL; j++) want[j] = (want[j] + remote[j]) * 0.25f;
+    float before[N_ALL], after[N_ALL];
+    snapshot(before);
+    const float *mean = selsync_consensus(f->e);
+    assert_non_null(mean);
+    for (int j = 0; j < N_ALL; j++) assert_true(mean[j] == want[j]);
+    snapshot(after);
+    assert_memory_equal(before, after, sizeof before); /* the model is left alone */
+    assert_int_equal(f->mock.sum_last_n, N_ALL);       /* statistics included */
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_null(selsync_consensus(f->e)); /* not in the middle of a step */
+}
+
+static void test_eval_rows_and_excluded_time(void **state)
+{
+    fx *f = *state;
+    char dir[] = "/tmp/selsync-test-XXXXXX", path[256], text[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(f->cfg.log, sizeof f->cfg.log, "%s/m_%%r.tsv", dir);
+    snprintf(path, sizeof path, "%s/m_0.tsv", dir);
+    make(f);
+    step(f);
+    step(f);
+    nanosleep(&(struct timespec){0, 300000000L}, NULL); /* an "evaluation" of 0.3 s */
+    assert_int_equal(selsync_log_eval(f->e, "top1", 0.8125, 0.3), SELSYNC_OK);
+    selsync_exclude_time(f->e);
+    step(f);
+    selsync_totals tot;
+    selsync_get_totals(f->e, &tot);
+    assert_true(tot.t_excluded >= 0.29);
+    assert_true(selsync_last_step(f->e)->t_compute < 0.29); /* not counted as compute */
+    selsync_destroy(f->e);
+    f->e = NULL;
+    slurp(path, text, sizeof text);
+    const char *row = strstr(text, "\n# eval\tstep=2\twall_s=");
+    assert_non_null(row);
+    double wall = -1, train = -1, score = -1, eval = -1;
+    assert_int_equal(sscanf(row, "\n# eval\tstep=2\twall_s=%lf\ttrain_s=%lf\ttop1=%lf\teval_s=%lf", &wall, &train,
+                            &score, &eval), 4);
+    assert_true(wall >= 0 && wall < 0.29 && train == wall); /* nothing excluded before it */
+    assert_close(score, 0.8125, 1e-12);
+    assert_close(eval, 0.3, 1e-12);
+    assert_non_null(strstr(row + 1, "\n2\t")); /* the third step follows */
+    assert_int_equal(remove(path), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* Runs steps [from, to) with gradients that vary by step and a host
+ * "update" (params -= 0.1 * grad; grad *= 0.9 afterwards, a residual). */
+static void run_steps(fx *f, int from, int to, selsync_step *records)
+{
+    for (int t = from; t < to; t++) {
+        for (int i = 0; i < N_TENSORS; i++)
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] += 1.0f + 0.5f * (float)((t * 7 + (int)j) % 5);
+        assert_int_equal(selsync_before_update(f->e, 1.0 + t, 0.1), SELSYNC_OK);
+        for (int i = 0; i < N_TENSORS; i++)
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) {
+                params[i][j] -= 0.1f * grads[i][j];
+                grads[i][j] *= 0.9f;
+            }
+        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+        records[t] = *selsync_last_step(f->e);
+    }
+}
+
+static void test_snapshot_restore_continues(void **state)
+{
+    fx *f = *state;
+    selsync_step whole[12], split[12];
+    float p_whole[N_ALL], p_split[N_ALL], g_whole[N_TENSORS][5];
+    f->model.grad_keeps_residual = 1;
+    f->cfg.window = 4;
+    f->cfg.warmup = 2;
+    f->cfg.delta = 0.05;
+    make(f);
+    run_steps(f, 0, 5, whole);
+    size_t len = selsync_snapshot_size(f->e);
+    void *saved = malloc(len);
+    assert_int_equal(selsync_snapshot(f->e, saved, len), SELSYNC_OK);
+    run_steps(f, 5, 12, whole);
+    snapshot(p_whole);
+    for (int i = 0; i < N_TENSORS; i++)
+        if (grads[i]) memcpy(g_whole[i], grads[i], counts[i] * sizeof(float));
+    selsync_totals t_whole, t_split;
+    selsync_get_totals(f->e, &t_whole);
+    selsync_destroy(f->e);
+    f->e = NULL;
+
+    /* a new engine over scrambled arrays, restored from the snapshot */
+    for (int i = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; j < counts[i]; j++) {
+            params[i][j] = -7;
+            if (grads[i]) grads[i][j] = 42;
+        }
+    make(f);
+    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_OK);
+    run_steps(f, 5, 12, split);
+    snapshot(p_split);
+    assert_memory_equal(p_whole, p_split, sizeof p_whole);
+    for (int i = 0; i < N_TENSORS; i++)
+        if (grads[i]) assert_memory_equal(g_whole[i], grads[i], counts[i] * sizeof(float));
+    for (int t = 5; t < 12; t++) {
+        assert_int_equal(split[t].step, t);
+        assert_true(split[t].smoothed == whole[t].smoothed);
+        assert_true(split[t].change == whole[t].change || (isinf(split[t].change) && isinf(whole[t].change)));
+        assert_int_equal(split[t].decision, whole[t].decision);
+    }
+    selsync_get_totals(f->e, &t_split);
+    assert_int_equal(t_split.steps, t_whole.steps);
+    assert_int_equal(t_split.synced_steps, t_whole.synced_steps);
+    assert_int_equal(t_split.bytes_sent, t_whole.bytes_sent);
+    free(saved);
+}
+
+static void test_restore_rejects(void **state)
+{
+    fx *f = *state;
+    make(f);
+    size_t len = selsync_snapshot_size(f->e);
+    unsigned char *saved = malloc(len);
+    assert_int_equal(selsync_snapshot(f->e, saved, len - 1), SELSYNC_EINVAL);
+    assert_int_equal(selsync_snapshot(f->e, saved, len), SELSYNC_OK);
+    selsync_destroy(f->e);
+    f->cfg.window = 7; /* another window */
+    make(f);
+    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_contains(selsync_engine_error(f->e), "another network or another [selsync] window");
+    assert_int_equal(selsync_restore(f->e, saved, 10), SELSYNC_EMISMATCH);
+    selsync_destroy(f->e);
+    f->cfg.window = 25;
+    make(f);
+    step(f);
+    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_ESTATE); /* after a step */
+    free(saved);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -844,7 +1029,7 @@ int main(void)
         T(test_ewma_known_sequence),
         T(test_ewma_auto_smoothing),
         T(test_zero_norms_sync),
-        T(test_nonfinite_gradient_syncs),
+        T(test_nonfinite_stops),
         T(test_constant_norms_local_after_warmup),
         T(test_residual_is_subtracted),
         T(test_delta_zero_syncs_every_step),
@@ -869,6 +1054,11 @@ int main(void)
         T(test_state_errors),
         T(test_comm_failures),
         T(test_comm_single),
+        T(test_nonfinite_skips),
+        T(test_consensus),
+        T(test_eval_rows_and_excluded_time),
+        T(test_snapshot_restore_continues),
+        T(test_restore_rejects),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

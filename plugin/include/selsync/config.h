@@ -32,6 +32,11 @@ typedef enum selsync_aggregate {
     SELSYNC_AGGREGATE_GRADS         /* average gradients before the update */
 } selsync_aggregate;
 
+typedef enum selsync_nonfinite {
+    SELSYNC_NONFINITE_STOP = 0,  /* end the job, naming the step and rank */
+    SELSYNC_NONFINITE_SKIP       /* no rank synchronises that step */
+} selsync_nonfinite;
+
 typedef enum selsync_partition {
     SELSYNC_PARTITION_IID = 0,   /* disjoint 1/N shards */
     SELSYNC_PARTITION_SELDP,     /* all chunks, circular from chunk = rank */
@@ -57,7 +62,9 @@ typedef enum selsync_partition {
     X(INJECT_BETA, "inject_beta")         \
     X(SEED, "seed")                       \
     X(LOG, "log")                         \
-    X(EVAL_EVERY, "eval_every")
+    X(EVAL_EVERY, "eval_every")           \
+    X(CHECKPOINT_EVERY, "checkpoint_every") \
+    X(ON_NONFINITE, "on_nonfinite")
 
 typedef enum selsync_config_key {
 #define SELSYNC_CONFIG_KEY_ENUM(id, name) SELSYNC_KEY_##id,
@@ -88,6 +95,8 @@ typedef struct selsync_config {
     uint64_t seed;
     char log[SELSYNC_PATH_MAX];    /* per-rank metrics path, "%r" = rank; "" = none */
     int eval_every;                /* steps between evaluations; 0 = never */
+    int checkpoint_every;          /* steps between checkpoints; 0 = never */
+    selsync_nonfinite on_nonfinite; /* a NaN/Inf loss or gradient norm */
 
     /* Provenance, for messages: the cfg file, the section's line, and the
      * line of every key that was set (0 = not set). */

@@ -52,7 +52,8 @@ typedef struct selsync_model {
 
 typedef enum selsync_decision {
     SELSYNC_LOCAL_STEP = 0,     /* no synchronisation this step */
-    SELSYNC_SYNC_STEP           /* some or all layers synchronised */
+    SELSYNC_SYNC_STEP,          /* some or all layers synchronised */
+    SELSYNC_SKIP_STEP           /* a rank's loss or gradient was not finite (on_nonfinite = skip) */
 } selsync_decision;
 
 /* What happened in the last step (valid after selsync_after_update). */
@@ -61,7 +62,8 @@ typedef struct selsync_step {
     double loss, learning_rate; /* as passed by the host */
     double grad_norm;           /* squared L2 norm of this step's own gradient, whole model */
     double smoothed;            /* EWMA of grad_norm (whole model) */
-    double change;              /* relative change of smoothed (whole model; inf = undefined) */
+    double change;              /* relative change of smoothed (whole model; inf = undefined,
+                                   NaN = this rank's loss or gradient not finite) */
     int local_flag;             /* this rank found the change significant */
     selsync_decision decision;
     size_t layers_synced;
@@ -71,11 +73,12 @@ typedef struct selsync_step {
 } selsync_step;
 
 typedef struct selsync_totals {
-    uint64_t steps, synced_steps;
+    uint64_t steps, synced_steps, skipped_steps;
     uint64_t bytes_sent;        /* this rank, all steps incl. the final average */
     uint64_t bsp_bytes;         /* what synchronising every step would have sent */
     uint64_t inject_bytes;      /* this rank, data injection */
     double t_compute, t_measure, t_agree, t_transfer;
+    double t_excluded;          /* not training: evaluation, checkpoints (selsync_exclude_time) */
 } selsync_totals;
 
 typedef struct selsync_engine selsync_engine;
@@ -114,10 +117,43 @@ selsync_status selsync_serve(selsync_engine *e, FILE *trace, struct selsync_ssp_
  * selsync_before_update of that step. */
 void selsync_note_injection(selsync_engine *e, uint64_t bytes);
 
-/* Writes text as "# "-prefixed comment lines to the metrics file, if any,
- * before the header line (e.g. the data partition); only before the first
- * step. */
+/* Writes text as "# "-prefixed comment lines to the metrics file, if any
+ * (e.g. the data partition); before the first step they precede the
+ * header line. Not in the middle of a step. */
 selsync_status selsync_log_note(selsync_engine *e, const char *text);
+
+/* ---- evaluation and checkpoints (between steps) ---- */
+
+/* The mean over all ranks of every tensor's param, in tensor order (the
+ * model selsync_finish would produce now), without changing the model: an
+ * engine-owned array valid until the next call, or NULL on failure (see
+ * selsync_engine_error). Collective; not for method ssp. */
+const float *selsync_consensus(selsync_engine *e);
+
+/* The time since the end of the last step (or the last call) was not
+ * training: the next step's t_compute and the metrics' train_s leave it
+ * out; totals.t_excluded counts it. Call on every rank after evaluating or
+ * checkpointing. */
+void selsync_exclude_time(selsync_engine *e);
+
+/* Appends an evaluation row to the metrics file, if any:
+ *   # eval<TAB>step=S<TAB>wall_s=W<TAB>train_s=T<TAB>METRIC=SCORE<TAB>eval_s=E
+ * S = steps done, W = seconds from the start to the end of step S, T = W
+ * without the excluded time, E = eval_s (the evaluation's own time). */
+selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double score, double eval_s);
+
+/* This rank's state between steps, as bytes: step, smoothing history,
+ * residual snapshot, totals, elapsed times, and the host's arrays (every
+ * param, every trained grad: with Darknet the momentum). Restoring it into
+ * an engine created for the same model and cfg, before its first step,
+ * continues exactly where the snapshot was taken (the metrics file is then
+ * appended to). Not for method ssp. Not collective. */
+size_t selsync_snapshot_size(const selsync_engine *e);
+selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len);
+selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len);
+
+/* "sync", "local" or "skip" (the metrics' decision column). */
+const char *selsync_decision_name(selsync_decision d);
 
 const selsync_step *selsync_last_step(const selsync_engine *e);
 void selsync_get_totals(const selsync_engine *e, selsync_totals *out);
