@@ -6,16 +6,19 @@
  * with such a section gets this adapter as its event hook:
  *
  *   NETWORK_LOADED  check that every rank built the same layout, then give
- *                   every rank rank 0's weights
+ *                   every rank rank 0's weights; a weights file that is a
+ *                   checkpoint: rank 0 reads its state and every rank gets it
  *   TRAIN_BEGIN     create the engine, keep this rank's part of the training
  *                   list (cfg partition), seed this rank's sampling, size the
  *                   loader threads and, with injection, the images loaded;
  *                   method ssp on rank 0: end the trainer's loop at once
  *                   (*net->seen), so that TRAIN_END follows
  *   BATCH_LOADED    data injection: complete the batch with shared samples
- *   BEFORE_UPDATE / AFTER_UPDATE   the engine's step
+ *   BEFORE_UPDATE / AFTER_UPDATE   the engine's step; after it, every
+ *                   eval_every steps the evaluation of the consensus model
+ *                   (rank 0), every checkpoint_every steps a checkpoint
  *   ITERATION_PRINTED   append the decision and sync fraction (rank 0)
- *   TRAIN_END       final average and summary; method ssp on rank 0: first
+ *   TRAIN_END       final average, final evaluation and summary; method ssp on rank 0: first
  *                   serve the workers until they are done (inside the
  *                   trainer, whose loader thread writes into its frame)
  *   BEFORE_SAVE     only rank 0 writes weights
@@ -25,6 +28,17 @@
  * the first worker's stdout is the console during training. The server
  * writes one line per answered pull to $SELSYNC_SSP_TRACE when set.
  *
+ * Evaluation: rank 0 keeps a second instance of the network (batch 1) for
+ * the held-out list (valid= of the trainer's data file); it receives the
+ * mean of the ranks' parameters, so training is never disturbed. The score
+ * is top-1 for a classifier (the label found in the path) and mAP@0.5 for
+ * a detector. Method ssp: only the final model is evaluated.
+ *
+ * Checkpoints (see selsync/checkpoint.h): rank 0 writes Darknet's weights
+ * (its own parameters) followed by a state holding, for every rank, its
+ * position in its data, its engine snapshot and its arrays (parameters,
+ * momentum), so that every rank continues where it stopped.
+ *
  * A failure is fatal for the whole job: the message goes to stderr and the
  * transport aborts every rank (one process: this process exits non-zero). */
 #include <errno.h>
@@ -33,10 +47,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "darknet.h"
 #include "comm_mpi.h"
+#include "selsync/checkpoint.h"
 #include "selsync/config.h"
 #include "selsync/engine.h"
 #include "selsync/inject.h"
@@ -60,8 +76,25 @@ typedef struct attachment {
     size_t next_path;            /* seldp: position of the sequential walk */
     int ssp;                     /* method ssp: rank 0 serves, the others work */
     selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
+    void *resume;                /* a checkpoint's state, until the engine takes it */
+    size_t resume_len;
+    char checkpoint[4096];       /* the checkpoint file rank 0 writes */
+    struct evaluator *eval;      /* with eval_every, from TRAIN_BEGIN on */
     struct attachment *next;
 } attachment;
+
+/* Rank 0's evaluation of the held-out list (other ranks: net == NULL). */
+typedef struct evaluator {
+    network *net;                /* a second instance of the network, batch 1 */
+    selsync_tensor *tensors;     /* its arrays, in the order of the attachment's */
+    size_t n_tensors;
+    char **paths;                /* the held-out list */
+    int n;
+    char **labels;               /* classifier: label strings; detector: NULL */
+    int classes;
+    const char *metric;          /* "top1" or "map50" */
+    uint64_t last;               /* steps done at the last evaluation */
+} evaluator;
 
 typedef struct adapter {
     selsync_comm comm;
@@ -71,6 +104,13 @@ typedef struct adapter {
 } adapter;
 
 static adapter *the_adapter; /* set by darknet_plugin_init, for _fini */
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void report(const adapter *ad, const char *fmt, ...)
 {
@@ -98,18 +138,24 @@ static void fatal(adapter *ad, const char *fmt, ...)
 
 /* --- the network as tensors ------------------------------------------------ */
 
-static int add_tensor(attachment *a, size_t cap, float *param, float *grad,
+/* A growing list of tensor views. */
+typedef struct tensor_list {
+    selsync_tensor *t;
+    size_t n, cap;
+} tensor_list;
+
+static int add_tensor(tensor_list *a, float *param, float *grad,
                       size_t count, size_t layer, selsync_tensor_kind kind)
 {
     if (!param || count == 0) return 0;
-    if (a->n_tensors == cap) return -1;
-    a->tensors[a->n_tensors++] = (selsync_tensor){param, grad, count, layer, kind};
+    if (a->n == a->cap) return -1;
+    a->t[a->n++] = (selsync_tensor){param, grad, count, layer, kind};
     return 0;
 }
 
 /* The trained arrays of one updatable layer (or sublayer), and its BN
  * running statistics. */
-static int add_layer_tensors(attachment *a, size_t cap, const layer *l, size_t index)
+static int add_layer_tensors(tensor_list *a, const layer *l, size_t index)
 {
     if (!l) return 0;
     size_t nw = 0, nb = (size_t)l->outputs;
@@ -129,42 +175,45 @@ static int add_layer_tensors(attachment *a, size_t cap, const layer *l, size_t i
     case CRNN: {
         const layer *sub[] = {l->input_layer, l->self_layer, l->output_layer};
         for (size_t i = 0; i < 3; ++i)
-            if (add_layer_tensors(a, cap, sub[i], index)) return -1;
+            if (add_layer_tensors(a, sub[i], index)) return -1;
         return 0;
     }
     case GRU: {
         const layer *sub[] = {l->uz, l->wz, l->ur, l->wr, l->uh, l->wh};
         for (size_t i = 0; i < 6; ++i)
-            if (add_layer_tensors(a, cap, sub[i], index)) return -1;
+            if (add_layer_tensors(a, sub[i], index)) return -1;
         return 0;
     }
     case LSTM: {
         const layer *sub[] = {l->wf, l->wi, l->wg, l->wo, l->uf, l->ui, l->ug, l->uo};
         for (size_t i = 0; i < 8; ++i)
-            if (add_layer_tensors(a, cap, sub[i], index)) return -1;
+            if (add_layer_tensors(a, sub[i], index)) return -1;
         return 0;
     }
     default:
         return 0;
     }
-    int rc = add_tensor(a, cap, l->weights, l->weight_updates, nw, index, SELSYNC_TENSOR_TRAINED);
-    rc |= add_tensor(a, cap, l->biases, l->bias_updates, nb, index, SELSYNC_TENSOR_TRAINED);
+    int rc = add_tensor(a, l->weights, l->weight_updates, nw, index, SELSYNC_TENSOR_TRAINED);
+    rc |= add_tensor(a, l->biases, l->bias_updates, nb, index, SELSYNC_TENSOR_TRAINED);
     if (l->scale_updates)
-        rc |= add_tensor(a, cap, l->scales, l->scale_updates, nb, index, SELSYNC_TENSOR_TRAINED);
-    rc |= add_tensor(a, cap, l->rolling_mean, NULL, nb, index, SELSYNC_TENSOR_STAT);
-    rc |= add_tensor(a, cap, l->rolling_variance, NULL, nb, index, SELSYNC_TENSOR_STAT);
+        rc |= add_tensor(a, l->scales, l->scale_updates, nb, index, SELSYNC_TENSOR_TRAINED);
+    rc |= add_tensor(a, l->rolling_mean, NULL, nb, index, SELSYNC_TENSOR_STAT);
+    rc |= add_tensor(a, l->rolling_variance, NULL, nb, index, SELSYNC_TENSOR_STAT);
     return rc;
 }
 
-static int map_network(attachment *a)
+/* The trained arrays of net, layer by layer, into *out (malloc'd; the
+ * caller frees it, also on failure). */
+static int map_network(network *net, selsync_tensor **out, size_t *n)
 {
-    size_t cap = 64 + 40 * (size_t)a->net->n;
-    a->tensors = calloc(cap, sizeof *a->tensors);
-    if (!a->tensors) return -1;
-    for (int i = 0; i < a->net->n; ++i)
-        if (a->net->layers[i].update && add_layer_tensors(a, cap, &a->net->layers[i], (size_t)i))
-            return -1;
-    return 0;
+    tensor_list l = {NULL, 0, 64 + 40 * (size_t)net->n};
+    int rc = 0;
+    if (!(l.t = calloc(l.cap, sizeof *l.t))) rc = -1;
+    for (int i = 0; i < net->n && !rc; ++i)
+        if (net->layers[i].update && add_layer_tensors(&l, &net->layers[i], (size_t)i)) rc = -1;
+    *out = l.t;
+    *n = l.n;
+    return rc;
 }
 
 /* FNV-1a over the layout: layer types and every tensor's size and kind. */
@@ -183,12 +232,139 @@ static uint64_t layout_hash(const attachment *a)
     return h;
 }
 
-/* --- events ---------------------------------------------------------------- */
+/* --- checkpoints ---------------------------------------------------------------- */
 
-static void on_loaded(attachment *a)
+/* The state in a checkpoint: this head, then per rank its position in its
+ * data (u64) and its engine snapshot, all of the same length. */
+typedef struct checkpoint_head {
+    char magic[8];
+    int32_t world, pad;
+    uint64_t per_rank, batches;
+} checkpoint_head;
+
+static const char checkpoint_magic[8] = "SSDKNT1";
+
+/* NETWORK_LOADED: when the weights file is a checkpoint, every rank gets
+ * its state (rank 0 reads it). */
+static void checkpoint_load(attachment *a, const char *weights)
 {
     adapter *ad = a->ad;
-    if (ad->world == 1) return;
+    char err[1024];
+    uint64_t len = 0;
+    if (ad->rank == 0 && weights && *weights) {
+        if (selsync_checkpoint_read(weights, &a->resume, &a->resume_len, err, sizeof err))
+            fatal(ad, "%s", err);
+        len = a->resume_len;
+    }
+    if (ad->world > 1 && ad->comm.ops->bcast(ad->comm.ctx, &len, sizeof len, 0)) goto comm_failed;
+    if (len == 0) return;
+    if (ad->rank != 0 && !(a->resume = malloc(len))) fatal(ad, "out of memory for the checkpoint state");
+    a->resume_len = len;
+    if (ad->world > 1 && ad->comm.ops->bcast(ad->comm.ctx, a->resume, len, 0)) goto comm_failed;
+    if (ad->rank == 0) report(ad, "%s is a checkpoint: every rank resumes from its state", weights);
+    return;
+comm_failed:
+    fatal(ad, "could not share the checkpoint state: %s", selsync_mpi_last_error());
+}
+
+/* With the engine created: takes this rank's part of the checkpoint state. */
+static void checkpoint_resume(attachment *a)
+{
+    adapter *ad = a->ad;
+    checkpoint_head h;
+    const uint8_t *p = a->resume;
+    if (!p) return;
+    size_t per_rank = sizeof(uint64_t) + selsync_snapshot_size(a->engine);
+    if (a->resume_len < sizeof h) goto mismatch;
+    memcpy(&h, p, sizeof h);
+    if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0) goto mismatch;
+    if (h.world != ad->world)
+        fatal(ad, "%s: the checkpoint was written by a job of %d ranks; this one has %d (run it with the same "
+              "number of ranks)", a->cfg.file, h.world, ad->world);
+    if (h.per_rank != per_rank || a->resume_len != sizeof h + (size_t)h.world * per_rank) goto mismatch;
+    p += sizeof h + (size_t)ad->rank * per_rank;
+    uint64_t next_path;
+    memcpy(&next_path, p, sizeof next_path);
+    if (selsync_restore(a->engine, p + sizeof next_path, per_rank - sizeof next_path))
+        fatal(ad, "%s", selsync_engine_error(a->engine));
+    a->next_path = (size_t)next_path;
+    a->batches = h.batches;
+    free(a->resume);
+    a->resume = NULL;
+    if (ad->rank == 0)
+        report(ad, "resumed at step %zu", get_current_batch(a->net));
+    return;
+mismatch:
+    fatal(ad, "%s: the checkpoint's state does not fit this network and [selsync] section (written for "
+          "another cfg?)", a->cfg.file);
+}
+
+/* Every checkpoint_every steps (all ranks): rank 0 gathers every rank's
+ * state and writes the checkpoint atomically. */
+static void checkpoint_periodic(attachment *a)
+{
+    adapter *ad = a->ad;
+    const selsync_comm_ops *ops = ad->comm.ops;
+    const selsync_step *s = selsync_last_step(a->engine);
+    if (a->cfg.checkpoint_every <= 0 || !s || (s->step + 1) % (uint64_t)a->cfg.checkpoint_every) return;
+    double t0 = now();
+    char err[1024], tmp[4200];
+    size_t per_rank = sizeof(uint64_t) + selsync_snapshot_size(a->engine);
+    size_t len = sizeof(checkpoint_head) + (ad->rank == 0 ? (size_t)ad->world : 1) * per_rank;
+    uint8_t *buf = malloc(len), *mine = buf + sizeof(checkpoint_head);
+    if (!buf) fatal(ad, "out of memory for a checkpoint");
+    uint64_t next_path = a->next_path;
+    memcpy(mine, &next_path, sizeof next_path);
+    if (selsync_snapshot(a->engine, mine + sizeof next_path, per_rank - sizeof next_path))
+        fatal(ad, "%s", selsync_engine_error(a->engine));
+    if (ad->rank != 0) {
+        if (ops->send(ad->comm.ctx, 0, 0, mine, per_rank)) goto comm_failed;
+    } else {
+        for (int r = 1; r < ad->world; ++r)
+            if (ops->recv(ad->comm.ctx, r, 0, mine + (size_t)r * per_rank, per_rank, NULL)) goto comm_failed;
+        checkpoint_head h = {{0}, ad->world, 0, per_rank, a->batches};
+        memcpy(h.magic, checkpoint_magic, sizeof h.magic);
+        memcpy(buf, &h, sizeof h);
+        if (selsync_checkpoint_temp(a->checkpoint, tmp, sizeof tmp)) fatal(ad, "checkpoint path too long");
+        save_weights(a->net, tmp);
+        if (selsync_checkpoint_seal(tmp, a->checkpoint, buf, len, err, sizeof err)) fatal(ad, "%s", err);
+        report(ad, "step %llu: checkpoint %s (%.1f MB, %.2f s)", (unsigned long long)(s->step + 1),
+               a->checkpoint, (double)len / 1e6, now() - t0);
+    }
+    free(buf);
+    uint8_t done = 1; /* every rank waits for the write: its time is no one's training */
+    if (ops->bcast(ad->comm.ctx, &done, 1, 0)) goto comm_failed;
+    selsync_exclude_time(a->engine);
+    return;
+comm_failed:
+    fatal(ad, "checkpoint: %s", selsync_mpi_last_error());
+}
+
+/* TRAIN_BEGIN with checkpoint_every: the file is BACKUP/CFGNAME_checkpoint.weights,
+ * BACKUP being backup= of the data file (Darknet's default otherwise). */
+static void checkpoint_prepare(attachment *a, const train_plan *plan)
+{
+    if (a->cfg.checkpoint_every <= 0) return;
+    list *options = plan->datacfg ? read_data_cfg(plan->datacfg) : NULL;
+    const char *backup = options ? option_find_str(options, "backup", "/backup/") : "backup";
+    char *base = basecfg((char *)a->cfg.file);
+    int n = snprintf(a->checkpoint, sizeof a->checkpoint, "%s/%s_checkpoint.weights", backup, base);
+    free(base);
+    if (options) free_list(options);
+    if (n < 0 || (size_t)n >= sizeof a->checkpoint) fatal(a->ad, "checkpoint path too long");
+    if (a->ad->rank == 0)
+        report(a->ad, "checkpoint every %d steps to %s", a->cfg.checkpoint_every, a->checkpoint);
+}
+
+/* --- events ---------------------------------------------------------------- */
+
+static void on_loaded(attachment *a, const char *weights)
+{
+    adapter *ad = a->ad;
+    if (ad->world == 1) {
+        checkpoint_load(a, weights);
+        return;
+    }
     const selsync_comm_ops *ops = ad->comm.ops;
     uint64_t mine = layout_hash(a), root = mine;
     uint8_t differs;
@@ -204,6 +380,7 @@ static void on_loaded(attachment *a)
     for (size_t i = 0; i < a->n_tensors; ++i)
         if (ops->bcast(ad->comm.ctx, a->tensors[i].param, a->tensors[i].count * sizeof(float), 0))
             goto comm_failed;
+    checkpoint_load(a, weights);
     return;
 comm_failed:
     fatal(ad, "could not share the initial weights: %s", selsync_mpi_last_error());
@@ -215,6 +392,7 @@ static void start_engine(attachment *a)
     selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, 1};
     if (selsync_create(&a->cfg, &a->ad->comm, &model, &a->engine, err, sizeof err))
         fatal(a->ad, "%s", err);
+    checkpoint_resume(a);
 }
 
 /* The label file of a detection image, found as Darknet finds it; -1 when
@@ -233,23 +411,44 @@ static int label_path_of(const char *path, char *out, size_t size)
 
 /* The class of a training file: the first label string found in its path
  * (classifier), or the most frequent class in its label file (detector,
- * the label file found as Darknet finds it); -1 when there is none. */
-static int class_of(const char *path, char **labels, int classes)
+ * the label file found as Darknet finds it); -1 when there is none. A
+ * detector's label file must exist and hold lines "CLASS X Y W H" with
+ * CLASS in [0, classes) and a box inside the image; otherwise the message
+ * goes to why (naming the file and line) and the result is -2. */
+static int class_of(const char *path, char **labels, int classes, char *why, size_t whylen)
 {
     if (labels) {
         for (int i = 0; i < classes; ++i)
             if (strstr(path, labels[i])) return i;
         return -1;
     }
-    char label_path[4096];
-    if (label_path_of(path, label_path, sizeof label_path)) return -1;
+    char label_path[4096], text[512];
+    if (label_path_of(path, label_path, sizeof label_path)) {
+        snprintf(why, whylen, "%.1000s: path too long", path);
+        return -2;
+    }
     FILE *f = fopen(label_path, "r");
-    if (!f) return -1;
-    int count[256] = {0}, id, best = -1;
+    if (!f) {
+        snprintf(why, whylen, "%.1000s: cannot open the label file of %.1000s: %s", label_path, path,
+                 strerror(errno));
+        return -2;
+    }
+    int count[256] = {0}, id, best = -1, line = 0, end;
     float x, y, w, h;
-    while (fscanf(f, "%d %f %f %f %f", &id, &x, &y, &w, &h) == 5)
-        if (id >= 0 && id < classes && id < 256 && ++count[id] > (best < 0 ? 0 : count[best]))
-            best = id;
+    while (fgets(text, sizeof text, f)) {
+        ++line;
+        if (strspn(text, " \t\r\n") == strlen(text)) continue; /* blank */
+        end = 0;
+        if (sscanf(text, "%d %f %f %f %f %n", &id, &x, &y, &w, &h, &end) != 5 || text[end] != '\0' ||
+            id < 0 || id >= classes || !(x >= 0 && x <= 1 && y >= 0 && y <= 1 && w > 0 && w <= 1 && h > 0 && h <= 1)) {
+            snprintf(why, whylen, "%.1000s:%d: not a detection label \"CLASS X Y W H\" with CLASS in 0..%d and a "
+                     "box inside the image (normalised): %.80s", label_path, line, classes - 1,
+                     strtok(text, "\r\n") ? text : "");
+            fclose(f);
+            return -2;
+        }
+        if (id < 256 && ++count[id] > (best < 0 ? 0 : count[best])) best = id;
+    }
     fclose(f);
     return best;
 }
@@ -301,13 +500,15 @@ static void partition_paths(attachment *a, train_plan *plan)
 {
     adapter *ad = a->ad;
     size_t n = (size_t)plan->n, count = 0;
-    char err[512];
+    char err[4096];
     int *labels = malloc(n * sizeof *labels);
     size_t *shard = malloc(n * sizeof *shard);
     char **copy = malloc(n * sizeof *copy);
     uint8_t *taken = calloc(n, 1);
     if (!labels || !shard || !copy || !taken) fatal(ad, "out of memory");
-    for (size_t i = 0; i < n; ++i) labels[i] = class_of(plan->paths[i], plan->labels, plan->classes);
+    for (size_t i = 0; i < n; ++i)
+        if ((labels[i] = class_of(plan->paths[i], plan->labels, plan->classes, err, sizeof err)) == -2)
+            fatal(ad, "%s", err);
     if (a->ssp && ad->rank == 0) count = n;
     else if (selsync_partition_make(&a->cfg, labels, n, plan->classes, parts(a), ad->rank - a->ssp, shard,
                                     &count, err, sizeof err))
@@ -346,6 +547,235 @@ static void serve(attachment *a)
     if (trace && fclose(trace)) fatal(ad, "SELSYNC_SSP_TRACE=%s: %s", path, strerror(errno));
 }
 
+/* --- evaluation ---------------------------------------------------------------- */
+
+/* Appends the boxes of one image's label file to *truth (grown as needed). */
+static int read_truth(const char *image_path, int image, int classes, selsync_truth **truth,
+                      size_t *n, size_t *cap)
+{
+    char label_path[4096];
+    FILE *f = label_path_of(image_path, label_path, sizeof label_path) ? NULL
+                                                                        : fopen(label_path, "r");
+    if (!f) {
+        report(NULL, "cannot read the label file of %s", image_path);
+        return -1;
+    }
+    selsync_truth t = {image, 0, {0, 0, 0, 0}};
+    while (fscanf(f, "%d %f %f %f %f", &t.cls, &t.box.x, &t.box.y, &t.box.w, &t.box.h) == 5) {
+        if (t.cls < 0 || t.cls >= classes) continue;
+        if (*n == *cap) {
+            *cap = *cap ? 2 * *cap : 256;
+            selsync_truth *grown = realloc(*truth, *cap * sizeof **truth);
+            if (!grown) break;
+            *truth = grown;
+        }
+        (*truth)[(*n)++] = t;
+    }
+    fclose(f);
+    return 0;
+}
+
+/* Runs net (batch 1) on every image of paths (letterboxed, as Darknet
+ * validates) and computes the VOC-style AP at IoU 0.5 of every class (ap,
+ * NaN for a class without boxes) and their mean; progress: a line every 500
+ * images. Returns -1 after reporting a failure. */
+static int detector_map(network *net, char **paths, int n, int classes, int progress, double *ap,
+                        double *map, size_t *n_truth, size_t *n_det)
+{
+    selsync_truth *truth = NULL;
+    selsync_detection *det = NULL;
+    size_t cap_truth = 0, cap_det = 0;
+    int rc = 0;
+    *n_truth = *n_det = 0;
+    for (int i = 0; i < n && !rc; ++i) {
+        if (read_truth(paths[i], i, classes, &truth, n_truth, &cap_truth)) {
+            rc = -1;
+            break;
+        }
+        image im = load_image_color(paths[i], 0, 0);
+        image sized = letterbox_image(im, net->w, net->h);
+        network_predict(net, sized.data);
+        int nboxes = 0;
+        detection *dets = get_network_boxes(net, im.w, im.h, 0.005f, 0.5f, NULL, 1, &nboxes);
+        do_nms_sort(dets, nboxes, classes, 0.45f);
+        for (int b = 0; b < nboxes && !rc; ++b)
+            for (int c = 0; c < classes && c < dets[b].classes; ++c) {
+                if (dets[b].prob[c] <= 0) continue;
+                if (*n_det == cap_det) {
+                    cap_det = cap_det ? 2 * cap_det : 1024;
+                    selsync_detection *grown = realloc(det, cap_det * sizeof *det);
+                    if (!grown) {
+                        report(NULL, "out of memory");
+                        rc = -1;
+                        break;
+                    }
+                    det = grown;
+                }
+                box bb = dets[b].bbox;
+                det[(*n_det)++] = (selsync_detection){i, c, dets[b].prob[c], {bb.x, bb.y, bb.w, bb.h}};
+            }
+        free_detections(dets, nboxes);
+        free_image(sized);
+        free_image(im);
+        if (progress && (i + 1) % 500 == 0) fprintf(stderr, "selsync: map: %d of %d images\n", i + 1, n);
+    }
+    if (!rc && selsync_map(truth, *n_truth, det, *n_det, classes, 0.5f, ap, map)) {
+        report(NULL, "mAP computation failed");
+        rc = -1;
+    }
+    free(det);
+    free(truth);
+    return rc;
+}
+
+/* Top-1 accuracy of net (batch 1) on paths, whose class is the first label
+ * found in the path (as Darknet's classifier validates: the image resized
+ * to the network's smaller side, centre crop). */
+static double classifier_top1(network *net, char **paths, int n, char **labels, int classes)
+{
+    int right = 0;
+    for (int i = 0; i < n; ++i) {
+        image im = load_image_color(paths[i], 0, 0);
+        image resized = resize_min(im, net->w);
+        image crop = crop_image(resized, (resized.w - net->w) / 2, (resized.h - net->h) / 2, net->w, net->h);
+        float *pred = network_predict(net, crop.data);
+        int best = 0;
+        for (int c = 1; c < classes; ++c)
+            if (pred[c] > pred[best]) best = c;
+        right += class_of(paths[i], labels, classes, NULL, 0) == best;
+        free_image(crop);
+        if (resized.data != im.data) free_image(resized);
+        free_image(im);
+    }
+    return n ? (double)right / n : 0.0;
+}
+
+static int on_selsync_section(network *net, const char *cfgfile, int line, const cfg_option *options, int n,
+                              void *user);
+
+/* Accepts a [selsync] section without acting on it (the evaluator's copy of
+ * the network). */
+static int ignore_section(network *net, const char *cfgfile, int line, const cfg_option *options, int n,
+                          void *user)
+{
+    (void)net, (void)cfgfile, (void)line, (void)options, (void)n, (void)user;
+    return 0;
+}
+
+/* TRAIN_BEGIN with eval_every: rank 0 builds the evaluator from the plan's
+ * data file (valid=); every rank records that evaluation is on. */
+static void eval_prepare(attachment *a, const train_plan *plan)
+{
+    adapter *ad = a->ad;
+    evaluator *ev = calloc(1, sizeof *ev);
+    if (!ev) fatal(ad, "out of memory");
+    a->eval = ev;
+    ev->last = UINT64_MAX;
+    ev->labels = plan->labels;
+    ev->classes = plan->classes;
+    ev->metric = plan->labels ? "top1" : "map50";
+    if (ad->rank != 0) return;
+    const char *datacfg = plan->datacfg ? plan->datacfg : "(no data file)";
+    list *options = plan->datacfg ? read_data_cfg(plan->datacfg) : NULL;
+    char *valid = options ? option_find_str(options, "valid", NULL) : NULL;
+    FILE *probe = valid ? fopen(valid, "r") : NULL;
+    if (!probe)
+        fatal(ad, "%s:%d: [selsync] eval_every needs the held-out list: %s", a->cfg.file,
+              a->cfg.line[SELSYNC_KEY_EVAL_EVERY], valid ? valid : "");
+    fclose(probe);
+    if (!valid) fatal(ad, "%s: eval_every needs valid= (the held-out list)", datacfg);
+    list *plist = get_paths(valid);
+    ev->paths = (char **)list_to_array(plist);
+    ev->n = plist->size;
+    free_list(plist);
+    if (ev->n == 0) fatal(ad, "%s: the held-out list %s is empty", datacfg, valid);
+    set_cfg_section_handler(SECTION, ignore_section, NULL);
+    ev->net = parse_network_cfg(a->cfg.file);
+    set_cfg_section_handler(SECTION, on_selsync_section, ad);
+    set_batch_network(ev->net, 1);
+    if (map_network(ev->net, &ev->tensors, &ev->n_tensors) || ev->n_tensors != a->n_tensors)
+        fatal(ad, "%s: could not build the evaluation copy of the network", a->cfg.file);
+    report(ad, "evaluation: %s of the consensus model every %d steps on %d held-out images (%s)",
+           ev->metric, a->cfg.eval_every, ev->n, valid);
+    free_list(options);
+}
+
+static void free_evaluator(evaluator *ev)
+{
+    if (!ev) return;
+    if (ev->net) free_network(ev->net);
+    if (ev->paths) free_ptrs((void **)ev->paths, ev->n);
+    free(ev->tensors);
+    free(ev);
+}
+
+/* Rank 0: the score of the parameters in `from` (all tensors, in order). */
+static double eval_score(evaluator *ev, const float *from)
+{
+    for (size_t i = 0; i < ev->n_tensors; from += ev->tensors[i].count, ++i)
+        memcpy(ev->tensors[i].param, from, ev->tensors[i].count * sizeof(float));
+    if (ev->labels) return classifier_top1(ev->net, ev->paths, ev->n, ev->labels, ev->classes);
+    double *ap = calloc((size_t)ev->classes, sizeof *ap), map = 0;
+    size_t n_truth, n_det;
+    int rc = ap ? detector_map(ev->net, ev->paths, ev->n, ev->classes, 0, ap, &map, &n_truth, &n_det) : -1;
+    free(ap);
+    return rc ? NAN : map;
+}
+
+/* Rank 0: scores the parameters in `from` and records the row. */
+static void eval_record(attachment *a, const float *from)
+{
+    evaluator *ev = a->eval;
+    double t0 = now();
+    double score = eval_score(ev, from);
+    double took = now() - t0;
+    if (isnan(score)) fatal(a->ad, "evaluation failed");
+    const selsync_step *s = selsync_last_step(a->engine);
+    uint64_t steps = s ? s->step + 1 : 0;
+    if (a->ssp) { /* the server has no steps of its own */
+        report(a->ad, "final model: %s %.4f on %d held-out images", ev->labels ? "top-1" : "mAP@0.5", score, ev->n);
+        return;
+    }
+    report(a->ad, "step %llu: %s %.4f on %d held-out images (%.2f s, not counted as training)",
+           (unsigned long long)steps, ev->labels ? "top-1" : "mAP@0.5", score, ev->n, took);
+    if (selsync_log_eval(a->engine, ev->metric, score, took))
+        fatal(a->ad, "%s", selsync_engine_error(a->engine));
+}
+
+/* Every eval_every steps (all ranks): rank 0 scores the mean of the ranks'
+ * parameters; the others wait, and the time counts as no one's training. */
+static void eval_periodic(attachment *a)
+{
+    const selsync_step *s = selsync_last_step(a->engine);
+    if (!a->eval || a->ssp || !s || (s->step + 1) % (uint64_t)a->cfg.eval_every) return;
+    const float *mean = selsync_consensus(a->engine);
+    if (!mean) fatal(a->ad, "evaluation: %s", selsync_engine_error(a->engine));
+    if (a->ad->rank == 0) eval_record(a, mean);
+    uint8_t done = 1;
+    if (a->ad->comm.ops->bcast(a->ad->comm.ctx, &done, 1, 0))
+        fatal(a->ad, "evaluation: %s", selsync_mpi_last_error());
+    a->eval->last = s->step + 1;
+    selsync_exclude_time(a->engine);
+}
+
+/* At the end (rank 0, after the final average or the server's last
+ * update): the final model, unless that step was just evaluated. */
+static void eval_final(attachment *a)
+{
+    const selsync_step *s = selsync_last_step(a->engine);
+    uint64_t steps = s ? s->step + 1 : 0;
+    if (!a->eval || a->ad->rank != 0 || (!a->ssp && a->eval->last == steps)) return;
+    size_t n = 0;
+    for (size_t i = 0; i < a->n_tensors; ++i) n += a->tensors[i].count;
+    float *all = malloc(n * sizeof *all);
+    if (!all) fatal(a->ad, "out of memory");
+    n = 0;
+    for (size_t i = 0; i < a->n_tensors; n += a->tensors[i].count, ++i)
+        memcpy(all + n, a->tensors[i].param, a->tensors[i].count * sizeof(float));
+    eval_record(a, all);
+    free(all);
+}
+
 static void on_train_begin(attachment *a, train_plan *plan)
 {
     adapter *ad = a->ad;
@@ -358,8 +788,11 @@ static void on_train_begin(attachment *a, train_plan *plan)
         if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
     }
     if (!a->engine) start_engine(a);
-    /* this rank's sampling: the same seed gives the same run */
-    selsync_rng r = selsync_rng_stream(a->cfg.seed, (uint64_t)ad->rank, 0x5eed);
+    if (a->cfg.eval_every > 0) eval_prepare(a, plan);
+    checkpoint_prepare(a, plan);
+    /* this rank's sampling: the same seed gives the same run (a resumed
+     * run draws anew from where it resumed) */
+    selsync_rng r = selsync_rng_stream(a->cfg.seed, (uint64_t)ad->rank, 0x5eed + get_current_batch(a->net));
     srand((unsigned)selsync_rng_next(&r));
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int fair = cores > 0 ? (int)(cores / parts(a)) : 1;
@@ -431,7 +864,11 @@ static void step(attachment *a, int before, const update_args *args)
     selsync_status st = before
         ? selsync_before_update(a->engine, *a->net->cost, args->learning_rate)
         : selsync_after_update(a->engine);
-    if (st) fatal(a->ad, "step %zu: %s", get_current_batch(a->net), selsync_engine_error(a->engine));
+    if (st) fatal(a->ad, "%s", selsync_engine_error(a->engine));
+    if (!before) {
+        checkpoint_periodic(a);
+        eval_periodic(a);
+    }
 }
 
 static void on_iteration_printed(attachment *a, FILE *out)
@@ -445,7 +882,7 @@ static void on_iteration_printed(attachment *a, FILE *out)
         return;
     }
     fprintf(out, " | %s, synced %llu/%llu (%.1f%%)",
-            s->decision == SELSYNC_SYNC_STEP ? "sync " : "local",
+            s->decision == SELSYNC_LOCAL_STEP ? "local" : s->decision == SELSYNC_SYNC_STEP ? "sync " : "skip ",
             (unsigned long long)t.synced_steps, (unsigned long long)t.steps,
             t.steps ? 100.0 * t.synced_steps / t.steps : 0.0);
 }
@@ -504,6 +941,7 @@ static void on_train_end(attachment *a)
     if (a->ssp && a->ad->rank == 0) serve(a);
     if (selsync_finish(a->engine))
         fatal(a->ad, "final average: %s", selsync_engine_error(a->engine));
+    eval_final(a);
     print_summary(a);
 }
 
@@ -512,7 +950,7 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     attachment *a = user;
     (void)net;
     switch (event) {
-    case NETWORK_LOADED: on_loaded(a); break;
+    case NETWORK_LOADED: on_loaded(a, arg); break;
     case TRAIN_BEGIN: on_train_begin(a, arg); break;
     case BEFORE_UPDATE: step(a, 1, arg); break;
     case AFTER_UPDATE: step(a, 0, arg); break;
@@ -551,17 +989,6 @@ static void print_config(const adapter *ad, const selsync_config *c)
             (unsigned long long)c->seed, ad->world, ad->world == 1 ? "" : "es");
 }
 
-/* Checks the keys this build cannot serve yet, with the same message shape
- * as the configuration errors. */
-static int unsupported(const selsync_config *c, char *err, size_t errlen)
-{
-    if (c->eval_every <= 0) return 0;
-    snprintf(err, errlen, "%s:%d: [selsync] %s: evaluation during training is not available in this build",
-             c->file, c->line[SELSYNC_KEY_EVAL_EVERY] ? c->line[SELSYNC_KEY_EVAL_EVERY] : c->section_line,
-             selsync_config_key_name(SELSYNC_KEY_EVAL_EVERY));
-    return -1;
-}
-
 /* Parses one [selsync] section strictly and attaches the adapter. */
 static int on_selsync_section(network *net, const char *cfgfile, int line,
                               const cfg_option *options, int n, void *user)
@@ -596,11 +1023,10 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
      * more ranks is checked when training starts */
     if (st == SELSYNC_OK && ad->world > 1)
         st = selsync_config_check_world(&a->cfg, ad->world, err, sizeof err);
-    if (st == SELSYNC_OK && unsupported(&a->cfg, err, sizeof err)) st = SELSYNC_ECONFIG;
     a->ad = ad;
     a->net = net;
     a->ssp = a->cfg.method == SELSYNC_METHOD_SSP;
-    if (st == SELSYNC_OK && map_network(a)) {
+    if (st == SELSYNC_OK && map_network(net, &a->tensors, &a->n_tensors)) {
         snprintf(err, sizeof err, "out of memory");
         st = SELSYNC_ENOMEM;
     }
@@ -619,32 +1045,6 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
 }
 
 /* --- darknet selsync map: mAP@0.5 of a detector on its validation list ------ */
-
-/* Appends the boxes of one image's label file to *truth (grown as needed). */
-static int read_truth(const char *image_path, int image, int classes, selsync_truth **truth,
-                      size_t *n, size_t *cap)
-{
-    char label_path[4096];
-    FILE *f = label_path_of(image_path, label_path, sizeof label_path) ? NULL
-                                                                        : fopen(label_path, "r");
-    if (!f) {
-        report(NULL, "cannot read the label file of %s", image_path);
-        return -1;
-    }
-    selsync_truth t = {image, 0, {0, 0, 0, 0}};
-    while (fscanf(f, "%d %f %f %f %f", &t.cls, &t.box.x, &t.box.y, &t.box.w, &t.box.h) == 5) {
-        if (t.cls < 0 || t.cls >= classes) continue;
-        if (*n == *cap) {
-            *cap = *cap ? 2 * *cap : 256;
-            selsync_truth *grown = realloc(*truth, *cap * sizeof **truth);
-            if (!grown) break;
-            *truth = grown;
-        }
-        (*truth)[(*n)++] = t;
-    }
-    fclose(f);
-    return 0;
-}
 
 /* darknet selsync map DATA CFG WEIGHTS: runs the detector on every image of
  * the data file's valid list (letterboxed, as Darknet validates) and prints
@@ -666,47 +1066,12 @@ static int map_command(int argc, char **argv)
     set_batch_network(net, 1);
     list *plist = get_paths(valid);
     char **paths = (char **)list_to_array(plist);
-    selsync_truth *truth = NULL;
-    selsync_detection *det = NULL;
-    size_t n_truth = 0, cap_truth = 0, n_det = 0, cap_det = 0;
-    int status = EXIT_SUCCESS;
-    for (int i = 0; i < plist->size && status == EXIT_SUCCESS; ++i) {
-        if (read_truth(paths[i], i, classes, &truth, &n_truth, &cap_truth)) {
-            status = EXIT_FAILURE;
-            break;
-        }
-        image im = load_image_color(paths[i], 0, 0);
-        image sized = letterbox_image(im, net->w, net->h);
-        network_predict(net, sized.data);
-        int nboxes = 0;
-        detection *dets = get_network_boxes(net, im.w, im.h, 0.005f, 0.5f, NULL, 1, &nboxes);
-        do_nms_sort(dets, nboxes, classes, 0.45f);
-        for (int b = 0; b < nboxes; ++b)
-            for (int c = 0; c < classes && c < dets[b].classes; ++c) {
-                if (dets[b].prob[c] <= 0) continue;
-                if (n_det == cap_det) {
-                    cap_det = cap_det ? 2 * cap_det : 1024;
-                    selsync_detection *grown = realloc(det, cap_det * sizeof *det);
-                    if (!grown) {
-                        status = EXIT_FAILURE;
-                        break;
-                    }
-                    det = grown;
-                }
-                box bb = dets[b].bbox;
-                det[n_det++] = (selsync_detection){i, c, dets[b].prob[c], {bb.x, bb.y, bb.w, bb.h}};
-            }
-        free_detections(dets, nboxes);
-        free_image(sized);
-        free_image(im);
-        if ((i + 1) % 500 == 0) fprintf(stderr, "selsync: map: %d of %d images\n", i + 1, plist->size);
-    }
     double *ap = calloc((size_t)classes, sizeof *ap), map = 0;
-    if (status == EXIT_SUCCESS &&
-        (!ap || selsync_map(truth, n_truth, det, n_det, classes, 0.5f, ap, &map))) {
-        report(NULL, "mAP computation failed");
-        status = EXIT_FAILURE;
-    }
+    size_t n_truth = 0, n_det = 0;
+    int status = EXIT_FAILURE;
+    if (!ap) report(NULL, "out of memory");
+    else if (!detector_map(net, paths, plist->size, classes, 1, ap, &map, &n_truth, &n_det))
+        status = EXIT_SUCCESS;
     if (status == EXIT_SUCCESS) {
         for (int c = 0; c < classes; ++c)
             if (!isnan(ap[c])) printf("class %d: AP@0.5 = %.4f\n", c, ap[c]);
@@ -714,8 +1079,6 @@ static int map_command(int argc, char **argv)
                n_truth, n_det);
     }
     free(ap);
-    free(det);
-    free(truth);
     free_ptrs((void **)paths, plist->size);
     free_list(plist);
     return status;
@@ -770,6 +1133,8 @@ int darknet_plugin_fini(int status)
     while (ad->attached) {
         attachment *next = ad->attached->next;
         selsync_destroy(ad->attached->engine);
+        free_evaluator(ad->attached->eval);
+        free(ad->attached->resume);
         free(ad->attached->tensors);
         free(ad->attached);
         ad->attached = next;

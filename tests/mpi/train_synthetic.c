@@ -1,5 +1,7 @@
 /* Usage: train_synthetic CFG STEPS OUT_PREFIX [options]
  *   --init FILE        load these weights (all ranks; rank 0's are used)
+ *   --resume FILE      load FILE keeping its step count (a checkpoint resumes)
+ *   --begin            report TRAIN_BEGIN (empty plan) as Darknet's trainers do
  *   --save FILE        save the weights at the end (rank 0 only)
  *   --spike-rank R --spike-step S   rank R scales its inputs by 50 at step S
  *   --ssp              report TRAIN_BEGIN (empty plan) as Darknet's trainers
@@ -11,8 +13,10 @@
  * Trains the network of CFG through the darknet executable's plugin path
  * (darknet_plugin_init, load_network, the event hook) on deterministic
  * synthetic data: with W ranks and batch b, rank r trains step t on samples
- * r*b .. r*b+b-1 of a set of W*b samples that depends only on t, so one
- * process with batch W*b sees exactly the union of the ranks' batches.
+ * r*b .. r*b+b-1 of a set of W*b samples that depends only on t (counted
+ * from the weights' step count, so a resumed run sees what the
+ * uninterrupted one saw), so one process with batch W*b sees exactly the
+ * union of the ranks' batches.
  * Writes OUT_PREFIX.RANK.hashes: "step hash" of all parameters after each
  * step, for comparisons across ranks, and OUT_PREFIX.RANK.pid. Rank and
  * size come from the launcher environment (1 process without one). */
@@ -75,16 +79,18 @@ int main(int argc, char **argv)
     if (argc < 4) {
         fprintf(stderr, "usage: %s CFG STEPS OUT_PREFIX [--init F] [--save F] "
                         "[--spike-rank R --spike-step S] [--ssp] [--slow-rank R --slow-ms MS] "
-                        "[--chunk-bytes N]\n", argv[0]);
+                        "[--chunk-bytes N] [--resume F] [--begin]\n", argv[0]);
         return 2;
     }
     if (darknet_plugin_init(&argc, &argv)) return 1;
     const char *init = NULL, *save = NULL;
-    int spike_rank = -1, spike_step = -1, ssp = 0, slow_rank = -1, slow_ms = 0;
+    int spike_rank = -1, spike_step = -1, ssp = 0, slow_rank = -1, slow_ms = 0, begin = 0, clear = 1;
     for (int i = 4; i < argc; i += 2) {
         if (!strcmp(argv[i], "--ssp")) { ssp = 1; i--; continue; }
+        if (!strcmp(argv[i], "--begin")) { begin = 1; i--; continue; }
         if (i + 1 >= argc) break;
         if (!strcmp(argv[i], "--init")) init = argv[i + 1];
+        else if (!strcmp(argv[i], "--resume")) init = argv[i + 1], clear = 0;
         else if (!strcmp(argv[i], "--save")) save = argv[i + 1];
         else if (!strcmp(argv[i], "--spike-rank")) spike_rank = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--spike-step")) spike_step = atoi(argv[i + 1]);
@@ -99,14 +105,13 @@ int main(int argc, char **argv)
     FILE *pid = fopen(path, "w");
     if (pid) fprintf(pid, "%ld\n", (long)getpid()), fclose(pid);
     srand(1);
-    network *net = load_network(argv[1], (char *)init, 1);
+    network *net = load_network(argv[1], (char *)init, clear);
     net->train = 1;
-    int part = rank;
-    if (ssp) {
+    int part = ssp ? rank - 1 : rank, t0 = (int)get_current_batch(net);
+    if (ssp || begin) {
         train_plan plan = {NULL, 0, 1, net->batch, NULL, 0, NULL};
         if (net->hook) net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
-        if (get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
-        part = rank - 1;
+        if (ssp && get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
     }
     snprintf(path, sizeof path, "%s.%d.hashes", argv[3], rank);
     FILE *out = fopen(path, "w");
@@ -118,7 +123,7 @@ int main(int argc, char **argv)
     data d = {0};
     d.X = make_matrix(b, net->inputs);
     d.y = make_matrix(b, net->truths);
-    for (int t = 0; t < steps; ++t) {
+    for (int t = t0; t < t0 + steps; ++t) {
         if (rank == slow_rank) nanosleep(&(struct timespec){slow_ms / 1000, slow_ms % 1000 * 1000000L}, NULL);
         for (int i = 0; i < b; ++i) {
             fill_sample(d.X.vals[i], net->inputs, d.y.vals[i], net->truths, t, part * b + i);

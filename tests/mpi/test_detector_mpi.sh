@@ -1,0 +1,105 @@
+#!/bin/sh
+# Usage: test_detector_mpi.sh DARKNET SOURCE_DIR WORK_DIR
+# The detector path end to end under a real mpirun with 2 ranks, on a tiny
+# generated detection set:
+#  - a short selsync run: the loss goes down, rank 0 alone writes the final
+#    weights, the metrics hold evaluation rows (mAP@0.5) every eval_every steps;
+#  - a rank killed with SIGKILL ends the job promptly with a non-zero status;
+#    the last checkpoint is whole and a run resumed from it continues at its
+#    step and finishes;
+#  - a non-finite loss stops the job naming the step and the rank, or with
+#    on_nonfinite = skip is skipped;
+#  - a missing or malformed label file stops the job naming the file.
+set -u
+darknet=$1 src=$2 work=$3
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+mpi() { # SECONDS ARGS...
+    t=$1; shift
+    timeout "$t" ${MPIEXEC:-mpirun} --oversubscribe -np 2 "$darknet" detector train "$@"
+}
+column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
+
+python3 "$src/tests/mpi/make_tiny_detection.py" "$work/det" 16 >/dev/null
+data=$work/det/tiny.data
+cfg() { # NAME MAX_BATCHES LEARNING_RATE SELSYNC_LINES
+    sed -e "s/^max_batches=.*/max_batches=$2/" -e "s/^learning_rate=.*/learning_rate=$3\nburn_in=20/" \
+        "$work/det/tiny.cfg" >"$work/$1.cfg"
+    printf '\n[selsync]\nlog=%s/%s-%%r.tsv\n%s\n' "$work" "$1" "$4" >>"$work/$1.cfg"
+}
+
+# --- a short run ---------------------------------------------------------------
+cfg short 60 0.003 "method=selsync
+eval_every=20"
+mpi 300 "$data" "$work/short.cfg" >"$work/short.log" 2>&1 && ok || bad "short run failed (see short.log)"
+column loss "$work/short-0.tsv" >"$work/loss"
+first=$(head -10 "$work/loss" | awk '{ s += $1 } END { print s / NR }')
+last=$(tail -10 "$work/loss" | awk '{ s += $1 } END { print s / NR }')
+awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < 0.7 * a) }' && ok || bad "loss did not go down ($first -> $last)"
+[ "$(grep -c 'Saving weights to .*short_final.weights' "$work/short.log")" -eq 1 ] && ok \
+    || bad "the final weights were not written exactly once"
+[ -s "$work/det/backup/short_final.weights" ] && ok || bad "no final weights"
+rows=$(grep -c "^# eval	step=[0-9]*	wall_s=[0-9.]*	train_s=[0-9.]*	map50=[0-9.]*	eval_s=" "$work/short-0.tsv")
+[ "$rows" -eq 3 ] && ok || bad "expected evaluation rows at steps 20, 40, 60; found $rows"
+grep -q "^# eval" "$work/short-1.tsv" && bad "rank 1 evaluated" || ok
+
+# --- a rank killed with SIGKILL; resume from the last checkpoint ---------------
+cfg kill 100000 0.01 "checkpoint_every=10"
+mpi 600 "$data" "$work/kill.cfg" >"$work/kill.log" 2>&1 &
+job=$!
+i=0
+until grep -q "step 20: checkpoint" "$work/kill.log" 2>/dev/null || [ $i -ge 600 ]; do sleep 0.2; i=$((i + 1)); done
+victim=$(pgrep -f "^$darknet detector train $data $work/kill.cfg" | tail -1)
+if [ -n "$victim" ] && grep -q "step 20: checkpoint" "$work/kill.log"; then
+    kill -9 "$victim"
+    i=0
+    while kill -0 $job 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    if kill -0 $job 2>/dev/null; then
+        bad "the job still runs 30 s after a rank was killed"
+        pkill -9 -f "^$darknet detector train $data $work/kill.cfg"
+    fi
+    wait $job
+    rc=$?
+    [ $rc -ne 0 ] && ok || bad "the job exited 0 after a rank was killed"
+    grep -qi "signal 9\|killed" "$work/kill.log" && ok || bad "no message names the killed process"
+else
+    bad "the kill run never reached its checkpoint at step 20"
+    pkill -9 -f "^$darknet detector train $data $work/kill.cfg"
+fi
+ck=$work/det/backup/kill_checkpoint.weights
+step=$(sed -n 's/.*step \([0-9]*\): checkpoint.*/\1/p' "$work/kill.log" | tail -1)
+cp "$ck" "$work/resume.weights" 2>/dev/null && ok || bad "no checkpoint after the kill"
+sed -e "s/^max_batches=.*/max_batches=$((${step:-0} + 10))/" "$work/kill.cfg" >"$work/resume.cfg"
+mpi 300 "$data" "$work/resume.cfg" "$work/resume.weights" >"$work/resume.log" 2>&1 \
+    && ok || bad "resuming from the checkpoint failed (see resume.log)"
+grep -q "resumed at step $step" "$work/resume.log" && ok || bad "not resumed at step $step"
+grep -q "^$((${step:-0} + 10)): " "$work/resume.log" && ok || bad "the resumed run did not reach step $((${step:-0} + 10))"
+
+# --- non-finite loss ---------------------------------------------------------------
+cfg nan 40 1e30 ""
+mpi 300 "$data" "$work/nan.cfg" >"$work/nan.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "a NaN loss did not stop the job (rc $rc)"
+grep -q "rank [01]: \[selsync\] step [0-9]*: rank [01]: the loss (.*) or the gradient's squared norm (.*) is not finite; stopping" \
+    "$work/nan.log" && ok || bad "no message naming the step and rank of the non-finite loss"
+cfg skip 20 1e30 "on_nonfinite=skip"
+mpi 300 "$data" "$work/skip.cfg" >"$work/skip.log" 2>&1 && ok || bad "on_nonfinite=skip run failed"
+column decision "$work/skip-0.tsv" | grep -q skip && ok || bad "no skipped step in the metrics"
+
+# --- a missing and a malformed label file ------------------------------------------
+lab=$(sed -n 1p "$work/det/train.list" | sed -e 's#/images/#/labels/#' -e 's#\.png$#.txt#')
+mv "$lab" "$lab.away"
+cfg labels 5 0.01 ""
+mpi 120 "$data" "$work/labels.cfg" >"$work/missing.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "$lab" "$work/missing.log" && ok || bad "a missing label file: rc $rc"
+printf '0 0.5 0.5 0.2\n' >"$lab"
+mpi 120 "$data" "$work/labels.cfg" >"$work/malformed.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "$lab:1: " "$work/malformed.log" && ok || bad "a malformed label file: rc $rc"
+mv "$lab.away" "$lab"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

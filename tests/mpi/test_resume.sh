@@ -1,0 +1,70 @@
+#!/bin/sh
+# Usage: test_resume.sh TRAIN_SYNTHETIC WORK_DIR
+# Checkpoint and resume through the Darknet adapter under a real mpirun
+# (2 ranks, deterministic synthetic data; see train_synthetic.c), for bsp
+# and for selsync (whose ranks differ between synchronisations): a run of
+# 12 steps split in two by a checkpoint at step 6 and a resume ends with the
+# same parameters on every rank, the same decisions and the same step count
+# as the uninterrupted run.
+set -u
+prog=$1 work=$2
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+ok() { pass=$((pass + 1)); }
+bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+run() { # DIR ARGS...: 2 ranks in DIR (the checkpoint goes to DIR/backup/)
+    d=$1; shift
+    mkdir -p "$d/backup"
+    (cd "$d" && timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 2 "$prog" "$@" >>log 2>&1)
+}
+cfg() { # SELSYNC_LINES
+    printf '[net]\nbatch=4\nsubdivisions=1\nheight=6\nwidth=6\nchannels=2\n'
+    printf 'learning_rate=0.05\nmomentum=0.9\ndecay=0.0005\npolicy=constant\nmax_batches=100\n\n'
+    printf '[convolutional]\nbatch_normalize=1\nfilters=4\nsize=3\nstride=1\npad=1\nactivation=leaky\n\n'
+    printf '[connected]\noutput=3\nactivation=linear\n\n[softmax]\n\n[selsync]\n%s\ncheckpoint_every=6\nlog=m%%r.tsv\n' "$1"
+}
+column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
+
+for method in "method=bsp" "method=selsync
+delta=0.2
+window=3
+warmup=2"; do
+    name=$(echo "$method" | head -1 | cut -d= -f2)
+    w=$work/$name
+    mkdir -p "$w/whole" "$w/split"
+    cfg "$method" >"$w/net.cfg"
+    "$prog" "$w/net.cfg" 0 "$w/init" --save "$w/init.weights" >>"$w/log" 2>&1
+    run "$w/whole" ../net.cfg 12 h --begin --init ../init.weights || bad "$name: uninterrupted run failed"
+    run "$w/split" ../net.cfg 6 h1 --begin --init ../init.weights || bad "$name: first half failed"
+    ck=$w/split/backup/net_checkpoint.weights
+    [ -s "$ck" ] && ok || bad "$name: no checkpoint after the first half"
+    cp "$ck" "$w/at6.weights"
+    run "$w/split" ../net.cfg 6 h2 --begin --resume ../at6.weights || bad "$name: resumed half failed"
+    grep -q "resumed at step 6" "$w/split/log" && ok || bad "$name: no 'resumed at step 6'"
+    for r in 0 1; do
+        a=$(awk '$1 == "final" { print $2 }' "$w/whole/h.$r.hashes")
+        b=$(awk '$1 == "final" { print $2 }' "$w/split/h2.$r.hashes")
+        [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "$name: rank $r final parameters differ ($a vs $b)"
+        # the resumed steps are numbered 6..11 and hash as the uninterrupted ones
+        awk '$1 ~ /^[0-9]+$/ && $1 >= 6' "$w/whole/h.$r.hashes" >"$w/a.$r"
+        awk '$1 ~ /^[0-9]+$/' "$w/split/h2.$r.hashes" >"$w/b.$r"
+        cmp -s "$w/a.$r" "$w/b.$r" && ok || bad "$name: rank $r parameters differ after some resumed step"
+        # the metrics file goes on: 12 steps, the same decisions and smoothed norms
+        column step "$w/split/m$r.tsv" | tr '\n' ' ' >"$w/steps.$r"
+        [ "$(cat "$w/steps.$r")" = "0 1 2 3 4 5 6 7 8 9 10 11 " ] && ok || bad "$name: rank $r metrics steps: $(cat "$w/steps.$r")"
+        for c in decision smoothed; do
+            column $c "$w/whole/m$r.tsv" >"$w/c1"; column $c "$w/split/m$r.tsv" >"$w/c2"
+            cmp -s "$w/c1" "$w/c2" && ok || bad "$name: rank $r column $c differs after resuming"
+        done
+    done
+    grep -q "12 steps" "$w/split/log" && ok || bad "$name: the summary does not count 12 steps"
+done
+# a checkpoint from 2 ranks refuses 3, on every rank, without hanging
+cfg "method=bsp" >"$work/three.cfg"
+(cd "$work" && timeout 60 ${MPIEXEC:-mpirun} --oversubscribe -np 3 "$prog" three.cfg 2 t --begin \
+    --resume bsp/at6.weights >three.log 2>&1)
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "written by a job of 2 ranks; this one has 3" "$work/three.log" \
+    && ok || bad "3 ranks on a 2-rank checkpoint: rc $rc"
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
