@@ -156,6 +156,8 @@ def main():
     netp = sections[0][1]
     batch = int(netp.get("batch", 1))
     model = Net(sections)
+    # Darknet divides the rate by the batch; a small rate keeps the loss on
+    # random targets finite (the speed does not depend on it)
     opt = torch.optim.SGD(model.parameters(), lr=float(netp.get("learning_rate", 0.001)) / 100,
                           momentum=float(netp.get("momentum", 0.9)),
                           weight_decay=float(netp.get("decay", 0.0001)))
