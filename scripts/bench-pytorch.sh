@@ -10,8 +10,8 @@
 # Environment: BENCH_CFGS (default: upstream cifar.cfg at 28x28,
 # cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96),
 # BENCH_BATCH (default 32), BENCH_THREADS (default "1 2"), BENCH_CORETYPE
-# (default auto: OPENBLAS_CORETYPE=SkylakeX on a CPU with AVX-512 that
-# OpenBLAS drives with an AVX2 kernel; empty: OpenBLAS's own choice).
+# (unset: OpenBLAS detects the CPU, whatever OPENBLAS_CORETYPE says; a name:
+# that OPENBLAS_CORETYPE; empty: the environment's OPENBLAS_CORETYPE).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -30,24 +30,16 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# OpenBLAS releases older than the CPU pick an AVX2 kernel on AVX-512 CPUs
-# (e.g. AMD Zen 4/5); PyTorch's oneDNN uses AVX-512 there.
-coretype=${BENCH_CORETYPE-auto}
-if [ "$coretype" = auto ]; then
-    coretype=
-    flags=$(grep -m1 '^flags' /proc/cpuinfo || true)
-    avx512=1
-    for f in avx512f avx512dq avx512bw avx512vl; do
-        echo " $flags " | grep -q " $f " || avx512=0
-    done
-    core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
-        | sed -n 's/^Core: //p' || true)
-    case "$core" in
-        SkylakeX|Cooperlake|SapphireRapids) ;;
-        *) [ "$avx512" = 1 ] && coretype=SkylakeX ;;
-    esac
-fi
-if [ -n "$coretype" ]; then export OPENBLAS_CORETYPE=$coretype; fi
+# OpenBLAS picks its kernel for this CPU unless OPENBLAS_CORETYPE forces
+# one; a forced older kernel (e.g. Haswell's AVX2 on an AVX-512 CPU) would
+# not compare with PyTorch, whose oneDNN always uses the CPU's best.
+case "${BENCH_CORETYPE-detect}" in
+    detect) unset OPENBLAS_CORETYPE ;;
+    '') ;;
+    *) export OPENBLAS_CORETYPE="$BENCH_CORETYPE" ;;
+esac
+core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
+    | sed -n 's/^Core: //p' || true)
 
 # An OpenMP build of Darknet (-DSELSYNC_OPENMP=ON) alternates OpenMP loops
 # with OpenBLAS's own threads: OpenMP threads that spin while waiting would
@@ -91,5 +83,5 @@ for cfg in $cfgs; do
     done
 done
 echo "(images/s, best of $rounds runs of at least $steps batches (about 2 s) after 1 warm-up; cifar at 28x28, yolo at 96x96;"
-echo " OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-<OpenBLAS's choice>}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
+echo " OpenBLAS kernel ${core:-?}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
      "PyTorch torch.set_num_threads)"
