@@ -1,0 +1,87 @@
+#!/bin/sh
+# Training throughput of Darknet against PyTorch on the same networks, batch
+# and thread count, measured side by side in one run: Darknet's reference
+# loops (before), the optimised build (after) and the same network rebuilt
+# in PyTorch by scripts/bench_torch.py (Debian's python3-torch, CPU).
+# Each figure is the best of ROUNDS runs, taken in turns, of at least STEPS
+# timed batches (more for small networks: about 2 s of the reference) after
+# one warm-up batch.
+# Usage: scripts/bench-pytorch.sh [BUILD_DIR] [STEPS] [ROUNDS]
+# Environment: BENCH_CFGS (default: upstream cifar.cfg at 28x28,
+# cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96),
+# BENCH_BATCH (default 32), BENCH_THREADS (default "1 2"), BENCH_CORETYPE
+# (unset: OpenBLAS detects the CPU, whatever OPENBLAS_CORETYPE says; a name:
+# that OPENBLAS_CORETYPE; empty: the environment's OPENBLAS_CORETYPE).
+set -eu
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+steps=${2:-3}
+rounds=${3:-3}
+batch=${BENCH_BATCH:-32}
+threads=${BENCH_THREADS:-"1 2"}
+dn=$build/darknet-src/cfg
+cfgs=${BENCH_CFGS:-"$dn/cifar.cfg $root/cfg/fmnist.cfg $root/cfg/fmnist-tiny.cfg $dn/yolov3-tiny.cfg"}
+py=/usr/bin/python3
+
+/usr/bin/python3 -c "import torch" 2>/dev/null \
+    || { echo "bench-pytorch: needs Debian's python3-torch (apt-get install python3-torch)" >&2; exit 1; }
+[ -x "$build/tests/bench_train" ] && [ -x "$build/tests/bench_train_reference" ] \
+    || cmake --build "$build" --target bench_train bench_train_reference
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# OpenBLAS picks its kernel for this CPU unless OPENBLAS_CORETYPE forces
+# one; a forced older kernel (e.g. Haswell's AVX2 on an AVX-512 CPU) would
+# not compare with PyTorch, whose oneDNN always uses the CPU's best.
+case "${BENCH_CORETYPE-detect}" in
+    detect) unset OPENBLAS_CORETYPE ;;
+    '') ;;
+    *) export OPENBLAS_CORETYPE="$BENCH_CORETYPE" ;;
+esac
+core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
+    | sed -n 's/^Core: //p' || true)
+
+# An OpenMP build of Darknet (-DSELSYNC_OPENMP=ON) alternates OpenMP loops
+# with OpenBLAS's own threads: OpenMP threads that spin while waiting would
+# take the cores from OpenBLAS's.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
+
+# best images/s of one command over the rounds (one figure per round in $1)
+best() { sort -n "$1" | tail -n 1; }
+rate() { sed -n 's/^\([0-9.]*\) images\/s.*/\1/p'; }
+
+printf '%-13s %5s %3s %9s %9s %9s %10s %10s\n' cfg batch thr before after pytorch after/before after/pytorch
+for cfg in $cfgs; do
+    name=$(basename "$cfg" .cfg)
+    size=
+    case "$name" in
+        cifar) size=28 ;;
+        yolo*) size=96 ;;
+    esac
+    sed -e "s/^batch *=.*/batch=$batch/" -e 's/^subdivisions *=.*/subdivisions=1/' \
+        ${size:+-e "s/^width *=.*/width=$size/" -e "s/^height *=.*/height=$size/"} \
+        "$cfg" >"$tmp/$name.cfg"
+    # at least STEPS batches and about 2 s of the reference per run
+    n=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/tests/bench_train_reference" \
+        "$tmp/$name.cfg" 1 1 2>/dev/null | rate | awk -v s="$steps" -v b="$batch" \
+        '{ n = int(2 * $1 / b + 0.5); print (n > s ? n : s) }')
+    for t in $threads; do
+        : >"$tmp/ref" ; : >"$tmp/opt" ; : >"$tmp/torch"
+        r=0
+        while [ $r -lt "$rounds" ]; do
+            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/tests/bench_train_reference" \
+                "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/ref"
+            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/tests/bench_train" \
+                "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/opt"
+            env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench_torch.py" \
+                "$tmp/$name.cfg" "$n" 1 "$t" | rate >>"$tmp/torch"
+            r=$((r + 1))
+        done
+        b=$(best "$tmp/ref") a=$(best "$tmp/opt") p=$(best "$tmp/torch")
+        printf '%-13s %5d %3d %9s %9s %9s %9.2fx %9.2fx\n' "$name" "$batch" "$t" "$b" "$a" "$p" \
+            "$(echo "$a $b" | awk '{ print $1 / $2 }')" "$(echo "$a $p" | awk '{ print $1 / $2 }')"
+    done
+done
+echo "(images/s, best of $rounds runs of at least $steps batches (about 2 s) after 1 warm-up; cifar at 28x28, yolo at 96x96;"
+echo " OpenBLAS kernel ${core:-?}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
+     "PyTorch torch.set_num_threads)"
