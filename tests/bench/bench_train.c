@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "darknet.h"
+#include "synthetic_batch.h"
 
 static double now(void)
 {
@@ -28,17 +29,7 @@ int main(int argc, char **argv)
     srand(1);
     network *net = parse_network_cfg(argv[1]);
     int imgs = net->batch * net->subdivisions;
-    data d = {0};
-    d.X = make_matrix(imgs, net->inputs);
-    d.y = make_matrix(imgs, net->truths);
-    unsigned s = 12345;
-    for (int i = 0; i < imgs; ++i) {
-        for (int j = 0; j < net->inputs; ++j) {
-            s = s * 1664525u + 1013904223u;
-            d.X.vals[i][j] = (s >> 8) / 16777216.0f;
-        }
-        d.y.vals[i][i % net->truths] = 1;
-    }
+    data d = synthetic_batch(net);
     for (int i = 0; i < warmup; ++i) train_network(net, d);
     double t0 = now();
     float loss = 0;

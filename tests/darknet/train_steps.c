@@ -16,33 +16,13 @@
 #include <string.h>
 
 #include "darknet.h"
+#include "synthetic_batch.h"
 
 static int train(const char *cfg, int steps, const char *out)
 {
     srand(1);
     network *net = parse_network_cfg((char *)cfg);
-    int imgs = net->batch * net->subdivisions;
-    int yolo = net->layers[net->n - 1].type == YOLO;
-    data d = {0};
-    d.X = make_matrix(imgs, net->inputs);
-    d.y = make_matrix(imgs, net->truths);
-    unsigned s = 12345;
-    for (int i = 0; i < imgs; ++i) {
-        for (int j = 0; j < net->inputs; ++j) {
-            s = s * 1664525u + 1013904223u;
-            d.X.vals[i][j] = (s >> 8) / 16777216.0f;
-        }
-        if (yolo) {
-            float *box = d.y.vals[i];
-            box[0] = 0.3f + 0.1f * (i % 4);
-            box[1] = 0.6f - 0.1f * (i % 3);
-            box[2] = 0.25f;
-            box[3] = 0.35f;
-            box[4] = i % net->layers[net->n - 1].classes;
-        } else {
-            d.y.vals[i][i % net->truths] = 1;
-        }
-    }
+    data d = synthetic_batch(net);
     FILE *f = fopen(out, "wb");
     if (!f) {
         perror(out);
