@@ -1,0 +1,137 @@
+#!/bin/sh
+# An emulated cluster on one machine: every "host" is a network namespace
+# with one veth link (eth0, 10.231.0.(i+1)/24) to a bridge in a switch
+# namespace, each link shaped with tbf to RATE in both directions. MPI jobs
+# start in host 0 and Open MPI launches its daemons on every host through its
+# rsh launcher, with an agent that enters the host's namespace instead of
+# logging in: remote daemons, TCP between the hosts, no shared memory.
+#
+# Usage (as root):
+#   emulated-cluster.sh check                   exit 0 when namespaces can be made here
+#   emulated-cluster.sh up NAME HOSTS RATE      create NAME-h0 .. NAME-h<HOSTS-1> and NAME-sw;
+#                                               RATE is a tc rate (1gbit, 100mbit) or 0 for unshaped
+#   emulated-cluster.sh mpirun NAME ARGS...     mpirun ARGS in NAME-h0, one slot per host
+#   emulated-cluster.sh stats NAME              bytes each host sent and received on its link
+#   emulated-cluster.sh down NAME               end what runs in NAME's hosts and remove them
+#   emulated-cluster.sh agent HOST COMMAND...   (the rsh agent mpirun calls)
+# NAME: 1-8 letters or digits. Callers remove the cluster with `down`, also
+# when they fail or are interrupted; `down` of a missing cluster does nothing.
+set -eu
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+subnet=10.231.0
+# a private temporary folder per host (Open MPI keeps its session files there,
+# as on separate machines; the hosts share one file system otherwise)
+# (mpirun passes the base on to the agent, which gets a TMPDIR of its own)
+tmp_base=${EMULATED_CLUSTER_TMP:-${TMPDIR:-/tmp}}
+tmp_of() { echo "$tmp_base/emulated-cluster.$1"; }
+die() { echo "emulated-cluster: $*" >&2; exit 1; }
+
+check_name() {
+    case $1 in *[!a-zA-Z0-9]* | "") die "bad cluster name '$1' (letters and digits only)" ;; esac
+    [ ${#1} -le 8 ] || die "cluster name '$1' longer than 8 characters"
+}
+
+# the host namespaces of cluster $1, in host order
+hosts_of() {
+    ip netns list 2>/dev/null | awk -v p="$1-h" '
+        index($1, p) == 1 && substr($1, length(p) + 1) ~ /^[0-9]+$/ { print substr($1, length(p) + 1), $1 }' \
+        | sort -n | cut -d ' ' -f 2
+}
+
+# shape DEV in namespace NS to the rate (both links of a host are shaped:
+# its eth0 limits what it sends, its bridge port what it receives)
+shape() {
+    [ "$3" = 0 ] && return 0
+    ip netns exec "$1" tc qdisc add dev "$2" root tbf rate "$3" burst 256kb latency 10ms
+}
+
+up() {
+    name=$1 n=$2 rate=$3
+    check_name "$name"
+    case $n in '' | *[!0-9]*) die "HOSTS must be a number, got '$n'" ;; esac
+    [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "HOSTS must be 1..200, got $n"
+    [ -z "$(hosts_of "$name")" ] || die "a cluster named $name exists already (remove it: $0 down $name)"
+    sw=$name-sw
+    mkdir -p "$(tmp_of "$name")"
+    ip netns add "$sw" || die "cannot create network namespaces here (root and CAP_SYS_ADMIN needed)"
+    ip -n "$sw" link add br0 type bridge
+    ip -n "$sw" link set br0 up
+    i=0
+    while [ "$i" -lt "$n" ]; do
+        h=$name-h$i
+        ip netns add "$h"
+        mkdir -p "$(tmp_of "$name")/$h"
+        ip -n "$h" link set lo up
+        ip link add eth0 netns "$h" type veth peer name "p$i" netns "$sw"
+        ip -n "$sw" link set "p$i" master br0
+        ip -n "$sw" link set "p$i" up
+        ip -n "$h" addr add "$subnet.$((i + 1))/24" dev eth0
+        ip -n "$h" link set eth0 up
+        shape "$h" eth0 "$rate"
+        shape "$sw" "p$i" "$rate"
+        i=$((i + 1))
+    done
+}
+
+down() {
+    check_name "$1"
+    for ns in $(hosts_of "$1") "$1-sw"; do
+        ip netns list | grep -q "^$ns\( \|$\)" || continue
+        # whatever still runs in a host (a daemon of an interrupted job)
+        pids=$(ip netns pids "$ns" 2>/dev/null || true)
+        [ -z "$pids" ] || kill $pids 2>/dev/null || true
+        ip netns del "$ns"
+    done
+    rm -rf "$(tmp_of "$1")"
+}
+
+run_mpirun() {
+    name=$1; shift
+    check_name "$name"
+    list=""
+    for h in $(hosts_of "$name"); do list="${list:+$list,}$h:1"; done
+    [ -n "$list" ] || die "no cluster named $name (create it: $0 up $name HOSTS RATE)"
+    # pml ob1 + btl tcp: no UCX or shared-memory path may bypass the links
+    exec ip netns exec "$name-h0" env EMULATED_CLUSTER_TMP="$tmp_base" TMPDIR="$(tmp_of "$name")/$name-h0" \
+        mpirun -H "$list" \
+        --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
+        --mca pml ob1 --mca btl tcp,self --mca osc ^ucx \
+        --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@"
+}
+
+stats() {
+    check_name "$1"
+    for h in $(hosts_of "$1"); do
+        printf '%s\t' "$h"
+        ip netns exec "$h" cat /sys/class/net/eth0/statistics/tx_bytes /sys/class/net/eth0/statistics/rx_bytes \
+            | paste -s -d '\t'
+    done
+}
+
+check() {
+    [ "$(id -u)" -eq 0 ] || { echo "network namespaces need root" >&2; return 1; }
+    command -v ip >/dev/null || { echo "the ip command (iproute2) is missing" >&2; return 1; }
+    probe=sscheck$$
+    ip netns add "$probe" 2>/dev/null || { echo "network namespaces are not permitted here" >&2; return 1; }
+    ok=0
+    ip -n "$probe" link add br0 type bridge 2>/dev/null \
+        && ip -n "$probe" link add v0 type veth peer name v1 2>/dev/null \
+        && ip netns exec "$probe" tc qdisc add dev v0 root tbf rate 1gbit burst 256kb latency 10ms 2>/dev/null \
+        || { echo "veth, bridge or tbf is not available in network namespaces here" >&2; ok=1; }
+    ip netns del "$probe"
+    return $ok
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+case $cmd in
+    check) check ;;
+    up) [ $# -eq 3 ] || die "usage: $0 up NAME HOSTS RATE"; up "$@" ;;
+    down) [ $# -eq 1 ] || die "usage: $0 down NAME"; down "$1" ;;
+    mpirun) [ $# -ge 2 ] || die "usage: $0 mpirun NAME ARGS..."; run_mpirun "$@" ;;
+    stats) [ $# -eq 1 ] || die "usage: $0 stats NAME"; stats "$1" ;;
+    agent) [ $# -ge 2 ] || die "usage: $0 agent HOST COMMAND..."
+           h=$1; shift
+           exec ip netns exec "$h" env TMPDIR="$(tmp_of "${h%-h*}")/$h" sh -c "$*" ;;
+    *) die "usage: $0 check | up NAME HOSTS RATE | mpirun NAME ARGS... | stats NAME | down NAME" ;;
+esac
