@@ -398,8 +398,7 @@ def execute(args, run, i, ctx):
     weights = os.path.join(backup, "run_final.weights" if run.suite.detector else "run.weights")
     if not os.path.exists(weights):
         fail("run %s wrote no weights (%s)" % (run.id, weights))
-    final = evaluate(ctx["darknet"], run.suite.detector, data, cfg, weights, os.path.join(rdir, "final-eval.txt"))
-    run.result = collect(args, run, rdir, final)
+    run.result = collect(args, run, rdir, ctx["darknet"], data, cfg, weights)
     run.result["wall_s"] = train_s
     return time.time() - start
 
@@ -480,8 +479,9 @@ def read_metrics(path):
     return rows, evals
 
 
-def collect(args, run, rdir, final):
-    """Totals of one run from its per-rank metrics files."""
+def collect(args, run, rdir, darknet, data, cfg, weights):
+    """Totals of one run from its per-rank metrics files; the final score is
+    the evaluation after the last step, or else that of the saved weights."""
     ranks = {}
     for r in range(args.ranks):
         p = os.path.join(rdir, "metrics.%d.tsv" % r)
@@ -492,6 +492,11 @@ def collect(args, run, rdir, final):
     evals = [e for r in ranks for e in ranks[r][1]]
     evals.sort(key=lambda e: e["step"])
     n = len(trainers)
+    last = [e for e in evals if e["step"] >= run.steps and ("top1" in e or "map50" in e)]
+    if last:
+        final = last[-1].get("top1", last[-1].get("map50"))
+    else:
+        final = evaluate(darknet, run.suite.detector, data, cfg, weights, os.path.join(rdir, "final-eval.txt"))
     res = {"final": final, "evals": evals, "trainers": n}
     res["steps"] = sum(len(ranks[r][0]) for r in trainers) / n
     res["bytes"] = sum(x["bytes_sent"] for r in trainers for x in ranks[r][0]) / n
@@ -543,10 +548,8 @@ def curve(args, res):
             continue
         sec = time_at(res, e["step"]) if args.model_network or "train_s" not in e else e["train_s"]
         pts.append((e["step"], sec, val))
-    end = res["cum"][-1] if res["cum"] else 0.0
-    if pts and pts[-1][0] >= res["steps"] and not args.model_network:
-        end = max(end, pts[-1][1])
-    pts.append((res["steps"], end, res["final"]))
+    if not pts or pts[-1][0] < res["steps"]:
+        pts.append((res["steps"], res["cum"][-1] if res["cum"] else 0.0, res["final"]))
     return pts
 
 
@@ -712,7 +715,7 @@ def machine():
                                            mpi[0] if mpi else "mpirun")
 
 
-def report(args, out, runs, all_suites, made, note, command, started):
+def report(args, out, runs, all_suites, made, note, command, started, cluster):
     lines = ["# Method comparison", "",
              "Command: `%s`  " % command,
              "Started %s UTC, took %s. Machine: %s.  " % (time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
@@ -724,6 +727,10 @@ def report(args, out, runs, all_suites, made, note, command, started):
                 args.seed), ""]
     if note:
         lines += ["**%s**" % note, ""]
+    elif cluster:
+        lines += ["Network: every rank on its own emulated host (network namespaces %s-h0 .. %s-h%d, removed "
+                  "afterwards), links to a bridge shaped to %s with tbf, TCP between the hosts; the shared-memory "
+                  "runs use one host." % (cluster.name, cluster.name, args.ranks - 1, args.bandwidth), ""]
     lines += ["Time columns are training time (evaluation excluded) of the first training rank; "
               "communication = time in the agreement and the transfers (including waiting for the slower rank), "
               "MB sent = bytes of synchronisation (and of injected samples) per training rank, without the final "
@@ -779,12 +786,12 @@ def options(argv):
     p.add_argument("--quick", action="store_true",
                    help="a few steps per run on small slices of the data: proves the pipeline end to end")
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks (emulated hosts) for every run (default 2)")
-    p.add_argument("--steps", type=int, help="steps per classifier run (default 200; quick 4)")
-    p.add_argument("--det-steps", type=int, help="steps per detector run (default 150; quick 4)")
-    p.add_argument("--eval-every", type=int, help="held-out evaluation every K steps (default steps/8; quick 2)")
-    p.add_argument("--det-eval-every", type=int, help="the same for the detector (default det-steps/5; quick 2)")
-    p.add_argument("--eval-images", type=int, help="held-out images per evaluation (default 1000; quick 40)")
-    p.add_argument("--det-eval-images", type=int, help="held-out canvases per mAP (default 200; quick 8)")
+    p.add_argument("--steps", type=int, help="steps per classifier run (default 150; quick 4)")
+    p.add_argument("--det-steps", type=int, help="steps per detector run (default 120; quick 4)")
+    p.add_argument("--eval-every", type=int, help="held-out evaluation every K steps (default steps/5; quick 2)")
+    p.add_argument("--det-eval-every", type=int, help="the same for the detector (default det-steps/4; quick 2)")
+    p.add_argument("--eval-images", type=int, help="held-out images per evaluation (default 500; quick 40)")
+    p.add_argument("--det-eval-images", type=int, help="held-out canvases per mAP (default 100; quick 8)")
     p.add_argument("--classes-per-rank", type=int, default=2, help="K of the skewed setting label:K (default 2)")
     p.add_argument("--bandwidth", type=rate, default=rate("1gbit"),
                    help="rate of every emulated link, as tc writes it (default 1gbit)")
@@ -807,12 +814,12 @@ def options(argv):
     q = a.quick
     # quick: small batches, so that a run costs little more than its start
     a.batch = 8 if q else 0
-    a.steps = a.steps or (4 if q else 200)
-    a.det_steps = a.det_steps or (4 if q else 150)
-    a.eval_every = a.eval_every or (2 if q else max(1, a.steps // 8))
-    a.det_eval_every = a.det_eval_every or (2 if q else max(1, a.det_steps // 5))
-    a.eval_images = a.eval_images or (40 if q else 1000)
-    a.det_eval_images = a.det_eval_images or (8 if q else 200)
+    a.steps = a.steps or (4 if q else 150)
+    a.det_steps = a.det_steps or (4 if q else 120)
+    a.eval_every = a.eval_every or (2 if q else max(1, a.steps // 5))
+    a.det_eval_every = a.det_eval_every or (2 if q else max(1, a.det_steps // 4))
+    a.eval_images = a.eval_images or (40 if q else 500)
+    a.det_eval_images = a.det_eval_images or (8 if q else 100)
     a.train_images = 2000 if q else 0
     a.jobs = a.jobs or (4 if q else 1)
     a.run_timeout = a.run_timeout or (300 if q else 3600)
@@ -888,6 +895,8 @@ def main(argv):
         raise KeyboardInterrupt("signal %d" % signum)
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, stop)
+    # Ctrl-C cleans up even where the caller started this with SIGINT ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     runs = []
     try:
         print("compare-methods: results in %s" % out, file=sys.stderr)
@@ -899,11 +908,13 @@ def main(argv):
         runs = plan(args, net_main)
         if cluster:
             cluster.start()
+            print("compare-methods: %d emulated hosts %s-h0..%d, links shaped to %s"
+                  % (args.ranks, cluster.name, args.ranks - 1, args.bandwidth), file=sys.stderr)
         ctx["progress"] = Progress(runs, args.jobs == 1)
         run_all(args, runs, ctx)
         all_suites = args.all_suites
         made = plots(args, out, runs, all_suites, gnuplot)
-        report(args, out, runs, all_suites, made, note, command, started)
+        report(args, out, runs, all_suites, made, note, command, started, cluster)
         print("compare-methods: %d runs in %s; table: %s" % (len(runs), clock(time.time() - started),
                                                            os.path.join(out, "comparison.md")), file=sys.stderr)
         return 0

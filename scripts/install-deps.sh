@@ -4,7 +4,8 @@
 set -eu
 
 PACKAGES="build-essential cmake pkg-config dpkg-dev xz-utils patch python3
-libopenmpi-dev openmpi-bin libopenblas-dev libcmocka-dev dataset-fashion-mnist"
+libopenmpi-dev openmpi-bin libopenblas-dev libcmocka-dev dataset-fashion-mnist
+iproute2 gnuplot-nox"
 
 missing=""
 for p in $PACKAGES; do

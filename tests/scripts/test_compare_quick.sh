@@ -1,0 +1,84 @@
+#!/bin/sh
+# Usage: test_compare_quick.sh SOURCE_DIR WORK_DIR
+# scripts/compare-methods.py --quick end to end (emulated hosts where network
+# namespaces are permitted, shared memory with modelled times elsewhere):
+#  - it exits 0 and writes one results folder with the tables, a row per
+#    method, the plots as PNG files, and per run the cfg, the data file,
+#    Darknet's output and a metrics file per rank;
+#  - the figures follow the methods: BSP never steps locally, local SGD
+#    always and sends nothing, FedAvg every 2 of 4 steps averages half the
+#    steps, injection moves bytes, each cfg asks for its method;
+#  - the emulated hosts are gone afterwards, also after Ctrl-C mid-run.
+set -u
+src=$1 work=$2
+rm -rf "$work"; mkdir -p "$work"
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+compare="python3 $src/scripts/compare-methods.py"
+
+timeout 600 $compare --quick --results "$work/results" >"$work/out.txt" 2>&1
+rc=$?
+cat "$work/out.txt"
+check "exits 0" '[ $rc -eq 0 ]'
+set -- "$work"/results/*-2ranks-*-4steps-quick
+out=$1 folders=$#
+check "one results folder" '[ $folders -eq 1 ] && [ -d "$out" ]'
+md=$out/comparison.md
+emulated=0
+if sh "$src/scripts/emulated-cluster.sh" check >/dev/null 2>&1; then emulated=1; fi
+if [ $emulated -eq 1 ]; then
+    net=emulated
+    check "the table names the emulated network" 'grep -q "^## Fashion-MNIST, iid shards: emulated hosts, 1gbit links" "$md"'
+    check "and shared memory" 'grep -q "^## Fashion-MNIST, iid shards: shared memory" "$md"'
+    name=$(sed -n 's/.*network namespaces \(cmp[0-9]*\)-h0 .*/\1/p' "$md")
+    check "the emulated hosts named" '[ -n "$name" ]'
+    check "the emulated hosts removed" '[ -n "$name" ] && [ "$(ip netns list | grep -c "^$name-")" -eq 0 ]'
+else
+    net=shm
+    check "says the network is modelled" 'grep -q "not permitted here" "$md"'
+fi
+for s in "Fashion-MNIST, iid shards" "Fashion-MNIST, SelDP" "Fashion-MNIST, 2 classes per rank" \
+         "Fashion-MNIST, 2 classes per rank, injection (0.5, 0.5)" "Fashion-MNIST detection set" \
+         "Fashion-MNIST, wide network (cfg/fmnist-wide.cfg)"; do
+    check "a table for $s" 'grep -q "^## $s: " "$md"'
+done
+for m in "BSP" "FedAvg, every 2" "FedAvg, every 1" "FedAvg C=0.5, every 2" "SSP s=100" "SSP s=200" "local SGD" \
+         "SelSync δ=0.3" "SelSync δ=0.5" "SelSync δ=0.3, per layer" "SelSync δ=0.5, per layer"; do
+    check "a row for $m" 'grep -q "^| $m | [0-9.]* | " "$md"'
+done
+check "BSP comm/compute per setting" '[ "$(grep -c "^| Fashion-MNIST.* | [0-9.]* s | [0-9.]* s | [0-9.]* |$" "$md")" -ge 6 ]'
+tsv=$out/summary.tsv
+field() { awk -F'\t' -v s="$1" -v n="$net" -v m="$2" -v f="$3" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $1 == s && $2 == n && $3 == m { print $c[f] }' "$tsv"; }
+check "BSP: no local steps" '[ "$(field iid bsp local_fraction)" = 0.0000 ]'
+check "local SGD: only local steps" '[ "$(field iid local local_fraction)" = 1.0000 ]'
+check "local SGD: sends only the agreement" 'awk -v b="$(field iid local bytes_per_rank)" "BEGIN { exit !(b < 100) }"'
+check "FedAvg every 2 of 4 steps: half local" '[ "$(field iid fedavg-2 local_fraction)" = 0.5000 ]'
+check "BSP sends more than FedAvg" 'awk -v a="$(field iid bsp bytes_per_rank)" -v b="$(field iid fedavg-2 bytes_per_rank)" "BEGIN { exit !(a > 1.5 * b) }"'
+check "injection moves bytes" 'awk -v b="$(field label-inject bsp inject_bytes_per_rank)" "BEGIN { exit !(b > 0) }"'
+check "no injection without it" '[ "$(field label bsp inject_bytes_per_rank)" = 0 ]'
+for p in accuracy-iid-$net delta-iid-$net bytes-iid-$net accuracy-det-$net accuracy-wide-$net noniid-$net; do
+    check "plot $p.png" '[ "$(head -c 4 "$out/plots/$p.png" | od -An -c | tr -d " ")" = "211PNG" ]'
+done
+r=$out/runs/label-inject/$net-selsync-0.3-layer
+check "per run: cfg, data, output, metrics of both ranks" \
+    '[ -s "$r/run.cfg" ] && [ -s "$r/run.data" ] && [ -s "$r/output.txt" ] && [ -s "$r/metrics.0.tsv" ] && [ -s "$r/metrics.1.tsv" ]'
+check "the cfg asks for its method" 'grep -q "^granularity=layer$" "$r/run.cfg" && grep -q "^delta=0.3$" "$r/run.cfg" && grep -q "^inject_alpha=0.5$" "$r/run.cfg"'
+check "the skewed data file evaluates on the held classes only" \
+    '[ "$(sed "s/.*_c\([0-9]*\)_.*/\1/" "$out/data/fmnist-label.eval.list" | sort -u | tr "\n" " ")" = "0 1 2 3 " ]'
+
+# Ctrl-C in the middle of a run: exit status 130, the hosts removed
+$compare --quick --suites wide --results "$work/int" >"$work/int.txt" 2>&1 &
+pid=$!
+i=0
+until grep -q "emulated hosts\|not permitted" "$work/int.txt" && ls "$work"/int/*/runs/wide/*/metrics.0.tsv >/dev/null 2>&1 \
+      || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+kill -INT $pid
+wait $pid
+rc=$?
+cat "$work/int.txt"
+check "interrupted: exit status 130" '[ $rc -eq 130 ]'
+name=$(sed -n 's/.*emulated hosts \(cmp[0-9]*\)-h0.*/\1/p' "$work/int.txt")
+check "interrupted: the hosts removed" '[ $emulated -eq 0 ] || { [ -n "$name" ] && [ "$(ip netns list | grep -c "^$name-")" -eq 0 ]; }'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,67 @@
+#!/bin/sh
+# Usage: test_two_hosts.sh DARKNET SOURCE_DIR WORK_DIR
+# A short SelSync training launched across two emulated hosts
+# (scripts/emulated-cluster.sh: a network namespace per host, veth links to
+# a bridge, shaped to 1 Gbit/s): mpirun starts in host 0 and launches its
+# daemon on host 1 through the rsh agent, the ranks talk over TCP.
+#  - the two ranks run in two different network namespaces, not this one;
+#  - training exits 0, both ranks log every step and agree on every decision;
+#  - host 1's link carried at least the bytes its rank reports as sent;
+#  - removing the cluster ends what still runs in it and leaves nothing behind.
+# Exits 77 (skipped) only where network namespaces are not permitted.
+set -u
+darknet=$1 src=$2 work=$3
+cluster="sh $src/scripts/emulated-cluster.sh"
+rm -rf "$work"; mkdir -p "$work/backup"
+if ! why=$($cluster check 2>&1); then
+    echo "SKIPPED: network namespaces are not permitted here ($why); the emulated two-host launch is not tested"
+    exit 77
+fi
+pass=0 fail=0
+check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+name=tt$$
+trap '$cluster down $name' EXIT
+trap 'exit 1' INT TERM HUP
+
+$cluster up "$name" 2 1gbit
+check "two hosts and a switch" '[ "$(ip netns list | grep -c "^$name-")" -eq 3 ]'
+
+# where the ranks run: the inode of each rank's network namespace
+timeout 60 $cluster mpirun "$name" -np 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $(stat -L -c %i /proc/self/ns/net)"' \
+    >"$work/ns.out" 2>&1
+here=$(stat -L -c %i /proc/self/ns/net)
+check "one rank per host" '[ "$(cut -d " " -f 2 "$work/ns.out" | sort -u | grep -vc "^$here$")" -eq 2 ]'
+
+data="$src/data/fashion-mnist"
+python3 "$src/scripts/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
+    || { cat "$work/prepare.log"; echo "0 passed, 1 failed"; exit 1; }
+sed "s#^backup=.*#backup=$work/backup#" "$data/fmnist.data" >"$work/fmnist.data"
+{ sed 's/^max_batches=.*/max_batches=30/' "$src/cfg/fmnist-tiny.cfg"
+  printf '\n[selsync]\nmethod=selsync\ndelta=0.3\nwindow=5\nlog=%s/m.%%r.tsv\n' "$work"; } >"$work/two.cfg"
+before=$($cluster stats "$name" | awk '$1 ~ /-h1$/ { print $2 }')
+OPENBLAS_NUM_THREADS=1 timeout 300 $cluster mpirun "$name" -np 2 \
+    "$darknet" classifier train "$work/fmnist.data" "$work/two.cfg" >"$work/train.out" 2>&1
+check "training across the hosts exits 0" '[ $? -eq 0 ]'
+after=$($cluster stats "$name" | awk '$1 ~ /-h1$/ { print $2 }')
+check "weights written" '[ -s "$work/backup/two.weights" ]'
+rows() { grep -v '^#' "$1" | tail -n +2; }
+check "every step logged by both ranks" '[ "$(rows "$work/m.0.tsv" | wc -l)" -eq 30 ] && [ "$(rows "$work/m.1.tsv" | wc -l)" -eq 30 ]'
+check "the ranks agree on every decision" \
+    '[ "$(rows "$work/m.0.tsv" | cut -f 1,8)" = "$(rows "$work/m.1.tsv" | cut -f 1,8)" ]'
+check "the warm-up steps synchronised" '[ "$(rows "$work/m.0.tsv" | cut -f 8 | grep -c "^sync$")" -ge 5 ]'
+sent=$(rows "$work/m.1.tsv" | awk -F'\t' '{ s += $10 } END { printf "%d", s }')
+echo "rank 1 reports $sent bytes sent; its link carried $((after - before)) bytes"
+check "the link carried what rank 1 sent" '[ "$sent" -gt 0 ] && [ $((after - before)) -ge "$sent" ]'
+
+# removing the cluster ends a process still running in a host
+ip netns exec "$name-h1" sleep 300 &
+sleeper=$!
+sleep 0.5
+$cluster down "$name"
+check "down exits 0" '[ $? -eq 0 ]'
+wait "$sleeper" 2>/dev/null
+check "what ran in a host has ended" '! kill -0 "$sleeper" 2>/dev/null'
+check "no namespace left" '[ "$(ip netns list | grep -c "^$name-")" -eq 0 ]'
+check "a second down does nothing" '$cluster down "$name"'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
