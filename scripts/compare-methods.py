@@ -46,6 +46,9 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
 SUITES = ["iid", "seldp", "label", "label-inject", "det", "wide"]
+# emulated: every rank on its own emulated host; shm: shared memory;
+# modelled: shared memory, communication time modelled from the bytes
+NETWORKS = ("emulated", "shm", "modelled")
 
 
 class Failure(Exception):
@@ -153,8 +156,7 @@ def class_of(path):
 
 def prepare_data(args, out, work):
     """Writes the training and evaluation lists into out/data; returns the
-    .data text (without backup=) of every suite, and the classes the ranks
-    hold in the skewed setting."""
+    .data text (without backup=) of every suite."""
     py = sys.executable
     log = os.path.join(work, "prepare.log")
     fm = os.path.join(ROOT, "data", "fashion-mnist")
@@ -200,7 +202,7 @@ def prepare_data(args, out, work):
         dtrain = read_list(os.path.join(det_dir, "train.list"))
         dvalid = read_list(os.path.join(det_dir, "valid.list"))[:args.det_eval_images]
         datas["det"] = data_file("fmnist-det", dtrain, dvalid, 10, os.path.join(det_dir, "names.txt"))
-    return datas, held
+    return datas
 
 
 def base_cfg(path, steps, batch=0):
@@ -398,7 +400,8 @@ def execute(args, run, i, ctx):
     weights = os.path.join(backup, "run_final.weights" if run.suite.detector else "run.weights")
     if not os.path.exists(weights):
         fail("run %s wrote no weights (%s)" % (run.id, weights))
-    run.result = collect(args, run, rdir, ctx["darknet"], data, cfg, weights)
+    run.result = collect(args, run, rdir, lambda: evaluate(ctx["darknet"], run.suite.detector, data, cfg, weights,
+                                                           os.path.join(rdir, "final-eval.txt")))
     run.result["wall_s"] = train_s
     return time.time() - start
 
@@ -438,16 +441,22 @@ def end(proc):
 def evaluate(darknet, detector, data, cfg, weights, log):
     if detector:
         cmd = [darknet, "selsync", "map", data, cfg, weights]
-        pat = r"^mAP@0\.5 = ([0-9.]+)"
     else:
         cmd = [darknet, "classifier", "valid", data, cfg, weights]
-        pat = r"top 1: ([0-9.]+)"
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
     with open(log, "w") as f:
         f.write("$ " + " ".join(cmd) + "\n" + p.stdout)
-    vals = re.findall(pat, p.stdout, re.M)
-    if p.returncode or not vals:
+    if p.returncode:
         fail("evaluating %s failed:\n%s" % (weights, p.stdout[-2000:]))
+    return score_in(log)
+
+
+def score_in(log):
+    """The score an evaluation's output (final-eval.txt) ends with."""
+    text = open(log, errors="replace").read()
+    vals = re.findall(r"^mAP@0\.5 = ([0-9.]+)", text, re.M) or re.findall(r"top 1: ([0-9.]+)", text)
+    if not vals:
+        fail("no score in %s" % log)
     return float(vals[-1])
 
 
@@ -479,9 +488,9 @@ def read_metrics(path):
     return rows, evals
 
 
-def collect(args, run, rdir, darknet, data, cfg, weights):
+def collect(args, run, rdir, final_score):
     """Totals of one run from its per-rank metrics files; the final score is
-    the evaluation after the last step, or else that of the saved weights."""
+    the evaluation after the last step, or else final_score()."""
     ranks = {}
     for r in range(args.ranks):
         p = os.path.join(rdir, "metrics.%d.tsv" % r)
@@ -496,7 +505,7 @@ def collect(args, run, rdir, darknet, data, cfg, weights):
     if last:
         final = last[-1].get("top1", last[-1].get("map50"))
     else:
-        final = evaluate(darknet, run.suite.detector, data, cfg, weights, os.path.join(rdir, "final-eval.txt"))
+        final = final_score()
     res = {"final": final, "evals": evals, "trainers": n}
     res["steps"] = sum(len(ranks[r][0]) for r in trainers) / n
     res["bytes"] = sum(x["bytes_sent"] for r in trainers for x in ranks[r][0]) / n
@@ -510,13 +519,14 @@ def collect(args, run, rdir, darknet, data, cfg, weights):
     # time axis: training time at each step of the first training rank
     t, cum = 0.0, []
     for x in rep:
-        if args.model_network:
+        if run.net == "modelled":
             t += x["t_compute"] + x["t_measure"] + modelled_comm(args, x)
         else:
             t += x["t_compute"] + x["t_measure"] + x["t_agree"] + x["t_transfer"]
         cum.append(t)
     res["cum"] = cum
-    if args.model_network:
+    res["modelled"] = run.net == "modelled"
+    if res["modelled"]:
         res["model_comm"] = sum(modelled_comm(args, x) for r in trainers for x in ranks[r][0]) / n
     return res
 
@@ -546,7 +556,7 @@ def curve(args, res):
         val = e.get("top1", e.get("map50"))
         if val is None:
             continue
-        sec = time_at(res, e["step"]) if args.model_network or "train_s" not in e else e["train_s"]
+        sec = time_at(res, e["step"]) if res["modelled"] or "train_s" not in e else e["train_s"]
         pts.append((e["step"], sec, val))
     if not pts or pts[-1][0] < res["steps"]:
         pts.append((res["steps"], res["cum"][-1] if res["cum"] else 0.0, res["final"]))
@@ -567,7 +577,7 @@ def table(args, suite, runs, net):
     bsp = next((r for r in done if r.key == "bsp"), None)
     target = bsp.result["final"] if bsp else None
     tb = reach(args, bsp.result, target) if bsp else None
-    comm = "modelled communication" if args.model_network and net != "shm" else "time in communication"
+    comm = "modelled communication" if net == "modelled" else "time in communication"
     lines = ["| method | final %s | time to %s | speed-up vs BSP | local steps | MB sent per rank | %s | training time |"
              % (suite.metric, "BSP's %.4f" % target if target is not None else "BSP's final", comm),
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -578,7 +588,7 @@ def table(args, suite, runs, net):
         loc = "n/a (server)" if res["local"] is None else "%.1f %%" % (100 * res["local"])
         mb = res["bytes"] / 1e6
         mbs = "%.2f" % mb if not res["inject"] else "%.2f (+%.2f injected)" % (mb, res["inject"] / 1e6)
-        c = res["model_comm"] if args.model_network and net != "shm" else res["comm"]
+        c = res["model_comm"] if net == "modelled" else res["comm"]
         total = res["cum"][-1] if res["cum"] else 0.0
         lines.append("| %s | %.4f | %s | %s | %s | %s | %.1f s | %.1f s |"
                      % (r.label, res["final"], fmt_time(t), sp, loc, mbs, c, total))
@@ -601,7 +611,7 @@ def ratio_table(args, runs, all_suites):
             if r.suite.key == skey and r.key == "bsp" and r.result:
                 res = r.result
                 net = net_label(args, r.net)
-                c = res["model_comm"] if args.model_network and r.net != "shm" else res["comm"]
+                c = res["model_comm"] if r.net == "modelled" else res["comm"]
                 lines.append("| %s | %s | %.1f s | %.1f s | %.2f |" % (
                     r.suite.title, net, res["compute"], c, c / res["compute"] if res["compute"] else float("nan")))
     return lines
@@ -610,7 +620,7 @@ def ratio_table(args, runs, all_suites):
 def net_label(args, net):
     if net == "shm":
         return "shared memory"
-    if args.model_network:
+    if net == "modelled":
         return "modelled %s (measured in shared memory)" % args.bandwidth
     return "emulated hosts, %s links" % args.bandwidth
 
@@ -635,7 +645,7 @@ def plots(args, out, runs, all_suites, gnuplot):
 
     for skey in args.suites:
         s = all_suites[skey]
-        for net in ("emulated", "shm"):
+        for net in NETWORKS:
             done = [r for r in runs if r.suite is s and r.net == net and r.result]
             if len(done) < 2:
                 continue
@@ -649,7 +659,7 @@ def plots(args, out, runs, all_suites, gnuplot):
             gp("accuracy-" + tag, "set title %s\nset xlabel 'training time (s)%s'\nset ylabel 'held-out %s'\n"
                "set key outside right\nset grid\nplot %s\n"
                % (q("%s, %d ranks, %s" % (s.title, args.ranks, net_label(args, net))),
-                  ", modelled" if args.model_network and net != "shm" else "", s.metric, ", ".join(plotcmd)))
+                  ", modelled" if net == "modelled" else "", s.metric, ", ".join(plotcmd)))
             # bytes per method
             dat = "bytes-%s.dat" % tag
             write(os.path.join(pdir, dat), "".join(
@@ -681,7 +691,7 @@ def plots(args, out, runs, all_suites, gnuplot):
                 gp("delta-" + tag, "set terminal pngcairo size 1000,%d noenhanced font ',10'\nset output 'delta-%s.png'\n%s\n"
                    % (260 * len(sel) + 60, tag, "\n".join(parts)))
     # non-IID: final accuracy without and with injection
-    for net in ("emulated", "shm"):
+    for net in NETWORKS:
         a = {r.key: r for r in runs if r.suite.key == "label" and r.net == net and r.result}
         b = {r.key: r for r in runs if r.suite.key == "label-inject" and r.net == net and r.result}
         keys = [k for k in a if k in b]
@@ -715,11 +725,13 @@ def machine():
                                            mpi[0] if mpi else "mpirun")
 
 
-def report(args, out, runs, all_suites, made, note, command, started, cluster):
+def report(args, out, runs, all_suites, made, info):
+    """comparison.md and summary.tsv; info: command, started, took, machine,
+    cluster (the emulated hosts' name) and note (run-info.txt)."""
+    note = info.get("note", "")
     lines = ["# Method comparison", "",
-             "Command: `%s`  " % command,
-             "Started %s UTC, took %s. Machine: %s.  " % (time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
-                                                          clock(time.time() - started), machine()),
+             "Command: `%s`  " % info["command"],
+             "Started %s UTC, took %s. Machine: %s.  " % (info["started"], info["took"], info["machine"]),
              "%d ranks; %d steps per run (detector: %d), held-out evaluation every %s steps "
              "(detector: every %s) on %d images (detector: %d) and once more on the final model; seed %d."
              % (args.ranks, args.steps, args.det_steps, args.eval_every if args.eval_supported else "-",
@@ -727,10 +739,10 @@ def report(args, out, runs, all_suites, made, note, command, started, cluster):
                 args.seed), ""]
     if note:
         lines += ["**%s**" % note, ""]
-    elif cluster:
+    elif info.get("cluster"):
         lines += ["Network: every rank on its own emulated host (network namespaces %s-h0 .. %s-h%d, removed "
                   "afterwards), links to a bridge shaped to %s with tbf, TCP between the hosts; the shared-memory "
-                  "runs use one host." % (cluster.name, cluster.name, args.ranks - 1, args.bandwidth), ""]
+                  "runs use one host." % (info["cluster"], info["cluster"], args.ranks - 1, args.bandwidth), ""]
     lines += ["Time columns are training time (evaluation excluded) of the first training rank; "
               "communication = time in the agreement and the transfers (including waiting for the slower rank), "
               "MB sent = bytes of synchronisation (and of injected samples) per training rank, without the final "
@@ -739,7 +751,7 @@ def report(args, out, runs, all_suites, made, note, command, started, cluster):
     lines += ["## Communication / compute under BSP", ""] + ratio_table(args, runs, all_suites) + [""]
     for skey in args.suites:
         s = all_suites[skey]
-        for net in ("emulated", "shm"):
+        for net in NETWORKS:
             t = table(args, s, runs, net)
             if not t:
                 continue
@@ -749,7 +761,7 @@ def report(args, out, runs, all_suites, made, note, command, started, cluster):
                 if name in made:
                     lines.append("![%s](plots/%s)" % (name[:-4], name))
             lines.append("")
-    for net in ("emulated", "shm"):
+    for net in NETWORKS:
         if "noniid-%s.png" % net in made:
             lines += ["## Skewed data without and with injection (%s)" % net_label(args, net), "",
                       "![noniid-%s](plots/noniid-%s.png)" % (net, net), ""]
@@ -763,7 +775,7 @@ def report(args, out, runs, all_suites, made, note, command, started, cluster):
             rows.append("%s\t%s\t%s\t%.4f\t%d\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f" % (
                 r.suite.key, r.net, r.key, res["final"], res["steps"],
                 "" if res["local"] is None else "%.4f" % res["local"], res["bytes"], res["inject"],
-                res["compute"], res["model_comm"] if args.model_network and r.net != "shm" else res["comm"],
+                res["compute"], res["model_comm"] if r.net == "modelled" else res["comm"],
                 res["cum"][-1] if res["cum"] else 0))
     write(os.path.join(out, "summary.tsv"), "\n".join(rows) + "\n")
 
@@ -786,9 +798,9 @@ def options(argv):
     p.add_argument("--quick", action="store_true",
                    help="a few steps per run on small slices of the data: proves the pipeline end to end")
     p.add_argument("--ranks", type=int, default=2, help="MPI ranks (emulated hosts) for every run (default 2)")
-    p.add_argument("--steps", type=int, help="steps per classifier run (default 150; quick 4)")
-    p.add_argument("--det-steps", type=int, help="steps per detector run (default 120; quick 4)")
-    p.add_argument("--eval-every", type=int, help="held-out evaluation every K steps (default steps/5; quick 2)")
+    p.add_argument("--steps", type=int, help="steps per classifier run (default 100; quick 4)")
+    p.add_argument("--det-steps", type=int, help="steps per detector run (default 80; quick 4)")
+    p.add_argument("--eval-every", type=int, help="held-out evaluation every K steps (default steps/4; quick 2)")
     p.add_argument("--det-eval-every", type=int, help="the same for the detector (default det-steps/4; quick 2)")
     p.add_argument("--eval-images", type=int, help="held-out images per evaluation (default 500; quick 40)")
     p.add_argument("--det-eval-images", type=int, help="held-out canvases per mAP (default 100; quick 8)")
@@ -809,14 +821,16 @@ def options(argv):
                    "(default 3600; quick 300)")
     p.add_argument("--seed", type=int, default=1, help="[selsync] seed of every run (default 1)")
     p.add_argument("--results", default=os.path.join(ROOT, "results"), help="parent folder of the results")
+    p.add_argument("--report", metavar="DIR", help="only rebuild the tables and plots of the results folder DIR "
+                   "(give the options it was made with)")
     p.add_argument("--det-cfg", default=os.path.join(ROOT, "cfg", "fmnist-det.cfg"), help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     q = a.quick
     # quick: small batches, so that a run costs little more than its start
     a.batch = 8 if q else 0
-    a.steps = a.steps or (4 if q else 150)
-    a.det_steps = a.det_steps or (4 if q else 120)
-    a.eval_every = a.eval_every or (2 if q else max(1, a.steps // 5))
+    a.steps = a.steps or (4 if q else 100)
+    a.det_steps = a.det_steps or (4 if q else 80)
+    a.eval_every = a.eval_every or (2 if q else max(1, a.steps // 4))
     a.det_eval_every = a.det_eval_every or (2 if q else max(1, a.det_steps // 4))
     a.eval_images = a.eval_images or (40 if q else 500)
     a.det_eval_images = a.det_eval_images or (8 if q else 100)
@@ -844,6 +858,30 @@ def options(argv):
     return a
 
 
+def rebuild(args, gnuplot):
+    """--report DIR: the tables and plots again from DIR's run folders."""
+    out = os.path.abspath(args.report)
+    info = {}
+    try:
+        with open(os.path.join(out, "run-info.txt")) as f:
+            info = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+    except OSError:
+        fail("%s/run-info.txt is missing: not a results folder of this script" % out)
+    net_main = "emulated" if info.get("cluster") else "modelled"
+    args.eval_supported = True
+    runs = plan(args, net_main)
+    for run in runs:
+        rdir = os.path.join(out, "runs", run.suite.key, "%s-%s" % (run.net, run.key))
+        if os.path.isdir(rdir):
+            run.result = collect(args, run, rdir, lambda: score_in(os.path.join(rdir, "final-eval.txt")))
+    if not any(r.result for r in runs):
+        fail("no run of these options in %s (give the options it was made with)" % out)
+    made = plots(args, out, runs, args.all_suites, gnuplot)
+    report(args, out, runs, args.all_suites, made, info)
+    print("compare-methods: rebuilt %s" % os.path.join(out, "comparison.md"), file=sys.stderr)
+    return 0
+
+
 def main(argv):
     args = options(argv)
     started = time.time()
@@ -854,6 +892,8 @@ def main(argv):
     gnuplot = shutil.which("gnuplot")
     if not gnuplot:
         fail("gnuplot is missing: scripts/install-deps.sh installs it (Debian package gnuplot-nox)")
+    if args.report:
+        return rebuild(args, gnuplot)
     det_cfg = args.det_cfg
     if "det" in args.suites and not os.path.exists(det_cfg):
         fail("%s is missing (the detector cfg for the detection set)" % det_cfg)
@@ -862,9 +902,8 @@ def main(argv):
 
     note = ""
     net_main = "emulated"
-    args.model_network = False
     if args.no_emulation:
-        net_main, args.model_network = "shm", True
+        net_main = "modelled"
         note = ("No emulated network (--no-emulation): every run used shared memory; communication times "
                 "are modelled from the measured bytes at %s and %g s latency per message."
                 % (args.bandwidth, args.latency))
@@ -872,7 +911,7 @@ def main(argv):
         p = subprocess.run(["sh", CLUSTER, "check"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                            universal_newlines=True)
         if p.returncode:
-            net_main, args.model_network = "shm", True
+            net_main = "modelled"
             note = ("Network namespaces are not permitted here (%s): every run used shared memory; "
                     "communication times are modelled from the measured bytes at %s and %g s latency per message."
                     % (p.stdout.strip(), args.bandwidth, args.latency))
@@ -900,7 +939,7 @@ def main(argv):
     runs = []
     try:
         print("compare-methods: results in %s" % out, file=sys.stderr)
-        ctx["datas"], held = prepare_data(args, out, work)
+        ctx["datas"] = prepare_data(args, out, work)
         args.eval_supported = probe_eval_every(work, darknet)
         if not args.eval_supported:
             print("compare-methods: this build has no eval_every; each run is evaluated after training only",
@@ -914,7 +953,11 @@ def main(argv):
         run_all(args, runs, ctx)
         all_suites = args.all_suites
         made = plots(args, out, runs, all_suites, gnuplot)
-        report(args, out, runs, all_suites, made, note, command, started, cluster)
+        info = {"command": command, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
+                "took": clock(time.time() - started), "machine": machine(),
+                "cluster": cluster.name if cluster else "", "note": note}
+        write(os.path.join(out, "run-info.txt"), "".join("%s=%s\n" % kv for kv in info.items()))
+        report(args, out, runs, all_suites, made, info)
         print("compare-methods: %d runs in %s; table: %s" % (len(runs), clock(time.time() - started),
                                                            os.path.join(out, "comparison.md")), file=sys.stderr)
         return 0

@@ -34,7 +34,7 @@ if [ $emulated -eq 1 ]; then
     check "the emulated hosts named" '[ -n "$name" ]'
     check "the emulated hosts removed" '[ -n "$name" ] && [ "$(ip netns list | grep -c "^$name-")" -eq 0 ]'
 else
-    net=shm
+    net=modelled
     check "says the network is modelled" 'grep -q "not permitted here" "$md"'
 fi
 for s in "Fashion-MNIST, iid shards" "Fashion-MNIST, SelDP" "Fashion-MNIST, 2 classes per rank" \
