@@ -109,6 +109,7 @@ class Run:
         self.id = "%s/%s-%s" % (suite.key, net, key)
         self.ssp = settings["method"] == "ssp"
         self.result = None
+        self.diverged = None  # "step N" when training stopped on a non-finite loss
 
 
 def plan(args, net_main):
@@ -393,6 +394,9 @@ def execute(args, run, i, ctx):
             time.sleep(0.25)
         ctx["procs"].discard(proc)
     train_s = time.time() - start
+    run.diverged = diverged(rdir)
+    if run.diverged:
+        return train_s  # an outcome of the method: the table says so
     if proc.returncode:
         tail = open(os.path.join(rdir, "output.txt"), errors="replace").read()[-3000:]
         fail("run %s failed (exit status %d); its output (%s):\n%s"
@@ -406,13 +410,25 @@ def execute(args, run, i, ctx):
     return time.time() - start
 
 
+def diverged(rdir):
+    """'step N' when the run's training stopped on a non-finite loss or
+    gradient (the plugin ends the job then), else None."""
+    try:
+        text = open(os.path.join(rdir, "output.txt"), errors="replace").read()
+    except OSError:
+        return None
+    m = re.search(r"step (\d+): rank \d+: the loss .* is not finite; stopping", text)
+    return "step %s" % m.group(1) if m else None
+
+
 def run_all(args, runs, ctx):
     """Runs one after the other, or --jobs at a time (for --quick)."""
     def one(i):
         seconds = execute(args, runs[i], i, ctx)
         res = runs[i].result
-        ctx["progress"].finish(i, seconds, "%s %.4f, %.1f MB/rank" % (
-            runs[i].suite.metric, res["final"], (res["bytes"] + res["inject"]) / 1e6))
+        ctx["progress"].finish(i, seconds, "diverged at " + runs[i].diverged if runs[i].diverged else
+                               "%s %.4f, %.1f MB/rank" % (runs[i].suite.metric, res["final"],
+                                                         (res["bytes"] + res["inject"]) / 1e6))
 
     if args.jobs == 1:
         for i in range(len(runs)):
@@ -572,7 +588,7 @@ def fmt_time(t):
 def table(args, suite, runs, net):
     """The Table I rows of one suite on one network, as Markdown lines."""
     done = [r for r in runs if r.suite is suite and r.net == net and r.result]
-    if not done:
+    if not done and not any(r.suite is suite and r.net == net and r.diverged for r in runs):
         return []
     bsp = next((r for r in done if r.key == "bsp"), None)
     target = bsp.result["final"] if bsp else None
@@ -592,6 +608,9 @@ def table(args, suite, runs, net):
         total = res["cum"][-1] if res["cum"] else 0.0
         lines.append("| %s | %.4f | %s | %s | %s | %s | %.1f s | %.1f s |"
                      % (r.label, res["final"], fmt_time(t), sp, loc, mbs, c, total))
+    for r in runs:
+        if r.suite is suite and r.net == net and r.diverged:
+            lines.append("| %s | diverged (loss not finite at %s) | | | | | | |" % (r.label, r.diverged))
     return lines
 
 
@@ -777,6 +796,8 @@ def report(args, out, runs, all_suites, made, info):
                 "" if res["local"] is None else "%.4f" % res["local"], res["bytes"], res["inject"],
                 res["compute"], res["model_comm"] if r.net == "modelled" else res["comm"],
                 res["cum"][-1] if res["cum"] else 0))
+        elif r.diverged:
+            rows.append("%s\t%s\t%s\tdiverged at %s\t\t\t\t\t\t\t" % (r.suite.key, r.net, r.key, r.diverged))
     write(os.path.join(out, "summary.tsv"), "\n".join(rows) + "\n")
 
 
@@ -872,9 +893,10 @@ def rebuild(args, gnuplot):
     runs = plan(args, net_main)
     for run in runs:
         rdir = os.path.join(out, "runs", run.suite.key, "%s-%s" % (run.net, run.key))
-        if os.path.isdir(rdir):
+        run.diverged = diverged(rdir)
+        if os.path.isdir(rdir) and not run.diverged:
             run.result = collect(args, run, rdir, lambda: score_in(os.path.join(rdir, "final-eval.txt")))
-    if not any(r.result for r in runs):
+    if not any(r.result or r.diverged for r in runs):
         fail("no run of these options in %s (give the options it was made with)" % out)
     made = plots(args, out, runs, args.all_suites, gnuplot)
     report(args, out, runs, args.all_suites, made, info)
