@@ -156,32 +156,34 @@ def class_of(path):
 
 
 def prepare_data(args, out, work):
-    """Writes the training and evaluation lists into out/data; returns the
-    .data text (without backup=) of every suite."""
+    """Writes the evaluation lists (and in quick mode the training slices)
+    into out/data; returns the .data text (without backup=) of every suite."""
     py = sys.executable
     log = os.path.join(work, "prepare.log")
     fm = os.path.join(ROOT, "data", "fashion-mnist")
     with open(log, "a") as f:
         if subprocess.call([py, os.path.join(ROOT, "scripts", "prepare-fashion-mnist.py")],
                            stdout=f, stderr=subprocess.STDOUT):
-            fail("preparing Fashion-MNIST failed; see the output above:\n" + open(log).read()[-2000:])
-    train, valid = read_list(os.path.join(fm, "train.list")), read_list(os.path.join(fm, "valid.list"))
+            fail("preparing Fashion-MNIST failed:\n" + open(log).read()[-2000:])
+    valid = read_list(os.path.join(fm, "valid.list"))
     d = os.path.join(out, "data")
     datas = {}
 
     def data_file(name, train_list, valid_list, classes, names, extra=""):
-        write(os.path.join(d, name + ".train.list"), "\n".join(train_list) + "\n")
+        if args.train_images:
+            sliced = os.path.join(d, name + ".train.list")
+            write(sliced, "\n".join(read_list(train_list)[:args.train_images]) + "\n")
+            train_list = sliced
         write(os.path.join(d, name + ".eval.list"), "\n".join(valid_list) + "\n")
         # each run writes this with its own backup= line (where its weights go)
         return ("classes=%d\ntrain=%s\nvalid=%s\n%snames=%s\n"
-                % (classes, os.path.join(d, name + ".train.list"), os.path.join(d, name + ".eval.list"),
-                   extra, names))
+                % (classes, train_list, os.path.join(d, name + ".eval.list"), extra, names))
 
     # the first images of the held-out list (it is in the source's order, which
-    # mixes the classes); quick mode also trains on a slice of the train list
-    tr = train[:args.train_images] if args.train_images else train
+    # mixes the classes); quick mode trains on a slice of the train list
     ev = valid[:args.eval_images]
     labels, names = os.path.join(fm, "labels.txt"), os.path.join(fm, "names.txt")
+    tr = os.path.join(fm, "train.list")
     fm_data = data_file("fmnist", tr, ev, 10, names, "labels=%s\n" % labels)
     k = args.classes_per_rank
     held = sorted({(r * k + j) % 10 for r in range(args.ranks) for j in range(k)})
@@ -200,9 +202,9 @@ def prepare_data(args, out, work):
             if subprocess.call([py, os.path.join(ROOT, "scripts", "make-detection-set.py"), "--out", det_dir]
                                + opts, stdout=f, stderr=subprocess.STDOUT):
                 fail("making the detection set failed:\n" + open(log).read()[-2000:])
-        dtrain = read_list(os.path.join(det_dir, "train.list"))
         dvalid = read_list(os.path.join(det_dir, "valid.list"))[:args.det_eval_images]
-        datas["det"] = data_file("fmnist-det", dtrain, dvalid, 10, os.path.join(det_dir, "names.txt"))
+        datas["det"] = data_file("fmnist-det", os.path.join(det_dir, "train.list"), dvalid, 10,
+                                 os.path.join(det_dir, "names.txt"))
     return datas
 
 
