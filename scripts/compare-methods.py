@@ -593,8 +593,9 @@ def table(args, suite, runs, net):
     if not done and not any(r.suite is suite and r.net == net and r.diverged for r in runs):
         return []
     bsp = next((r for r in done if r.key == "bsp"), None)
-    target = bsp.result["final"] if bsp else None
-    tb = reach(args, bsp.result, target) if bsp else None
+    # no target when BSP learnt nothing (a score of 0 is reached at once)
+    target = bsp.result["final"] if bsp and bsp.result["final"] > 0 else None
+    tb = reach(args, bsp.result, target) if target is not None else None
     comm = "modelled communication" if net == "modelled" else "time in communication"
     lines = ["| method | final %s | time to %s | speed-up vs BSP | local steps | MB sent per rank | %s | training time |"
              % (suite.metric, "BSP's %.4f" % target if target is not None else "BSP's final", comm),
@@ -609,7 +610,8 @@ def table(args, suite, runs, net):
         c = res["model_comm"] if net == "modelled" else res["comm"]
         total = res["cum"][-1] if res["cum"] else 0.0
         lines.append("| %s | %.4f | %s | %s | %s | %s | %.1f s | %.1f s |"
-                     % (r.label, res["final"], fmt_time(t), sp, loc, mbs, c, total))
+                     % (r.label, res["final"], fmt_time(t) if target is not None else "no target", sp, loc, mbs, c,
+                        total))
     for r in runs:
         if r.suite is suite and r.net == net and r.diverged:
             lines.append("| %s | diverged (loss not finite at %s) | | | | | | |" % (r.label, r.diverged))
