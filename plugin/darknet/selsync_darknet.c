@@ -678,12 +678,14 @@ static void eval_prepare(attachment *a, const train_plan *plan)
     const char *datacfg = plan->datacfg ? plan->datacfg : "(no data file)";
     list *options = plan->datacfg ? read_data_cfg(plan->datacfg) : NULL;
     char *valid = options ? option_find_str(options, "valid", NULL) : NULL;
-    FILE *probe = valid ? fopen(valid, "r") : NULL;
+    if (!valid)
+        fatal(ad, "%s:%d: [selsync] eval_every needs valid= (the held-out list) in %s", a->cfg.file,
+              a->cfg.line[SELSYNC_KEY_EVAL_EVERY], datacfg);
+    FILE *probe = fopen(valid, "r");
     if (!probe)
-        fatal(ad, "%s:%d: [selsync] eval_every needs the held-out list: %s", a->cfg.file,
-              a->cfg.line[SELSYNC_KEY_EVAL_EVERY], valid ? valid : "");
+        fatal(ad, "%s:%d: [selsync] eval_every: cannot read the held-out list %s named by %s: %s", a->cfg.file,
+              a->cfg.line[SELSYNC_KEY_EVAL_EVERY], valid, datacfg, strerror(errno));
     fclose(probe);
-    if (!valid) fatal(ad, "%s: eval_every needs valid= (the held-out list)", datacfg);
     list *plist = get_paths(valid);
     ev->paths = (char **)list_to_array(plist);
     ev->n = plist->size;

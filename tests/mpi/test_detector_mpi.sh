@@ -9,7 +9,8 @@
 #    step and finishes;
 #  - a non-finite loss stops the job naming the step and the rank, or with
 #    on_nonfinite = skip is skipped;
-#  - a missing or malformed label file stops the job naming the file.
+#  - a missing or malformed label file stops the job naming the file, and
+#    eval_every without a readable held-out list names the cfg line and list.
 set -u
 darknet=$1 src=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
@@ -101,6 +102,19 @@ mpi 120 "$data" "$work/labels.cfg" >"$work/malformed.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "$lab:1: " "$work/malformed.log" && ok || bad "a malformed label file: rc $rc"
 mv "$lab.away" "$lab"
+
+# --- eval_every without a readable held-out list -----------------------------------
+cfg noeval 5 0.01 "eval_every=2"
+grep -v '^valid' "$data" >"$work/novalid.data"
+mpi 120 "$work/novalid.data" "$work/noeval.cfg" >"$work/novalid.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "noeval.cfg:[0-9]*: \[selsync\] eval_every needs valid=" "$work/novalid.log" \
+    && ok || bad "eval_every without valid=: rc $rc"
+echo "valid=$work/none.list" >>"$work/novalid.data"
+mpi 120 "$work/novalid.data" "$work/noeval.cfg" >"$work/nolist.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "cannot read the held-out list $work/none.list" "$work/nolist.log" \
+    && ok || bad "eval_every with a missing list: rc $rc"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
