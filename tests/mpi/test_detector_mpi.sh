@@ -47,7 +47,7 @@ rows=$(grep -c "^# eval	step=[0-9]*	wall_s=[0-9.]*	train_s=[0-9.]*	map50=[0-9.]*
 grep -q "^# eval" "$work/short-1.tsv" && bad "rank 1 evaluated" || ok
 
 # --- a rank killed with SIGKILL; resume from the last checkpoint ---------------
-cfg kill 100000 0.01 "checkpoint_every=10"
+cfg kill 100000 0.001 "checkpoint_every=10"
 mpi 600 "$data" "$work/kill.cfg" >"$work/kill.log" 2>&1 &
 job=$!
 i=0
