@@ -93,7 +93,7 @@ struct selsync_engine {
     int in_step, broken, member, header_done;
     float scale;                 /* 1/k for this step */
     double t_mark;               /* end of the previous after_update */
-    double t_start, t_excluded;  /* engine start (shifted on restore); time not training */
+    double t_start;              /* engine start (shifted on restore) */
     size_t n_params, n_trained;  /* elements of all params; of the trained ones */
     float *mean;                 /* selsync_consensus: n_params, allocated on first use */
     int resumed;                 /* restored: the metrics file is appended to */
@@ -684,7 +684,6 @@ void selsync_exclude_time(selsync_engine *e)
 {
     if (!e) return;
     double now = selsync_now();
-    e->t_excluded += now - e->t_mark;
     e->tot.t_excluded += now - e->t_mark;
     e->t_mark = now;
 }
@@ -696,7 +695,7 @@ selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double sc
     double wall = e->t_mark - e->t_start;
     if (write_header(e) != 0 ||
         fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f\t%s=%.6f\teval_s=%.3f\n", e->step,
-                wall, wall - e->t_excluded, metric, score, eval_s) < 0 ||
+                wall, wall - e->tot.t_excluded, metric, score, eval_s) < 0 ||
         fflush(e->log) != 0)
         return log_failed(e);
     return SELSYNC_OK;
@@ -708,7 +707,7 @@ typedef struct snapshot_head {
     char magic[8];
     uint64_t n_track, window, n_params, n_trained, has_snap;
     uint64_t step, ratio_n;
-    double ratio, wall, excluded;
+    double ratio, wall;
     selsync_totals tot;
 } snapshot_head;
 
@@ -746,7 +745,7 @@ selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
         return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
                      selsync_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
-                       e->step, e->ratio_n, e->ratio, e->t_mark - e->t_start, e->t_excluded, e->tot};
+                       e->step, e->ratio_n, e->ratio, e->t_mark - e->t_start, e->tot};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -783,7 +782,6 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
     e->tot = h.tot;
     e->t_mark = selsync_now();
     e->t_start = e->t_mark - h.wall;
-    e->t_excluded = h.excluded;
     e->resumed = 1;
     return SELSYNC_OK;
 }

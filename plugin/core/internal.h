@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "selsync/config.h"
+#include "selsync/engine.h" /* selsync_now */
 #include "selsync/status.h"
 
 #if defined(__GNUC__)
@@ -13,8 +14,6 @@
 #define SELSYNC_PRINTF(f, a)
 #endif
 
-/* Monotonic seconds. */
-double selsync_now(void);
 
 /* Writes the message to err (if err and len) and returns st. */
 selsync_status selsync_fail(char *err, size_t len, selsync_status st, const char *fmt, ...)

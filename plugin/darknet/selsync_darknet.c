@@ -47,7 +47,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "darknet.h"
@@ -104,13 +103,6 @@ typedef struct adapter {
 } adapter;
 
 static adapter *the_adapter; /* set by darknet_plugin_init, for _fini */
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void report(const adapter *ad, const char *fmt, ...)
 {
@@ -307,7 +299,7 @@ static void checkpoint_periodic(attachment *a)
     const selsync_comm_ops *ops = ad->comm.ops;
     const selsync_step *s = selsync_last_step(a->engine);
     if (a->cfg.checkpoint_every <= 0 || !s || (s->step + 1) % (uint64_t)a->cfg.checkpoint_every) return;
-    double t0 = now();
+    double t0 = selsync_now();
     char err[1024], tmp[4200];
     size_t per_rank = sizeof(uint64_t) + selsync_snapshot_size(a->engine);
     size_t len = sizeof(checkpoint_head) + (ad->rank == 0 ? (size_t)ad->world : 1) * per_rank;
@@ -329,7 +321,7 @@ static void checkpoint_periodic(attachment *a)
         save_weights(a->net, tmp);
         if (selsync_checkpoint_seal(tmp, a->checkpoint, buf, len, err, sizeof err)) fatal(ad, "%s", err);
         report(ad, "step %llu: checkpoint %s (%.1f MB, %.2f s)", (unsigned long long)(s->step + 1),
-               a->checkpoint, (double)len / 1e6, now() - t0);
+               a->checkpoint, (double)len / 1e6, selsync_now() - t0);
     }
     free(buf);
     uint8_t done = 1; /* every rank waits for the write: its time is no one's training */
@@ -711,11 +703,9 @@ static void free_evaluator(evaluator *ev)
     free(ev);
 }
 
-/* Rank 0: the score of the parameters in `from` (all tensors, in order). */
-static double eval_score(evaluator *ev, const float *from)
+/* Rank 0: the score of the parameters loaded into the evaluator's network. */
+static double eval_score(evaluator *ev)
 {
-    for (size_t i = 0; i < ev->n_tensors; from += ev->tensors[i].count, ++i)
-        memcpy(ev->tensors[i].param, from, ev->tensors[i].count * sizeof(float));
     if (ev->labels) return classifier_top1(ev->net, ev->paths, ev->n, ev->labels, ev->classes);
     double *ap = calloc((size_t)ev->classes, sizeof *ap), map = 0;
     size_t n_truth, n_det;
@@ -724,13 +714,20 @@ static double eval_score(evaluator *ev, const float *from)
     return rc ? NAN : map;
 }
 
-/* Rank 0: scores the parameters in `from` and records the row. */
-static void eval_record(attachment *a, const float *from)
+/* Rank 0: scores the parameters of every tensor, either one array in
+ * tensor order (mean) or, when mean is NULL, the attachment's own, and
+ * records the row. */
+static void eval_record(attachment *a, const float *mean)
 {
     evaluator *ev = a->eval;
-    double t0 = now();
-    double score = eval_score(ev, from);
-    double took = now() - t0;
+    double t0 = selsync_now();
+    for (size_t i = 0; i < ev->n_tensors; ++i) {
+        const float *from = mean ? mean : a->tensors[i].param;
+        memcpy(ev->tensors[i].param, from, ev->tensors[i].count * sizeof(float));
+        if (mean) mean += ev->tensors[i].count;
+    }
+    double score = eval_score(ev);
+    double took = selsync_now() - t0;
     if (isnan(score)) fatal(a->ad, "evaluation failed");
     const selsync_step *s = selsync_last_step(a->engine);
     uint64_t steps = s ? s->step + 1 : 0;
@@ -767,15 +764,7 @@ static void eval_final(attachment *a)
     const selsync_step *s = selsync_last_step(a->engine);
     uint64_t steps = s ? s->step + 1 : 0;
     if (!a->eval || a->ad->rank != 0 || (!a->ssp && a->eval->last == steps)) return;
-    size_t n = 0;
-    for (size_t i = 0; i < a->n_tensors; ++i) n += a->tensors[i].count;
-    float *all = malloc(n * sizeof *all);
-    if (!all) fatal(a->ad, "out of memory");
-    n = 0;
-    for (size_t i = 0; i < a->n_tensors; n += a->tensors[i].count, ++i)
-        memcpy(all + n, a->tensors[i].param, a->tensors[i].count * sizeof(float));
-    eval_record(a, all);
-    free(all);
+    eval_record(a, NULL);
 }
 
 static void on_train_begin(attachment *a, train_plan *plan)

@@ -152,6 +152,10 @@ size_t selsync_snapshot_size(const selsync_engine *e);
 selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len);
 selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len);
 
+/* Monotonic seconds: the clock of every time the engine reports (hosts use
+ * it for their own timings too). */
+double selsync_now(void);
+
 /* "sync", "local" or "skip" (the metrics' decision column). */
 const char *selsync_decision_name(selsync_decision d);
 
