@@ -32,6 +32,12 @@ expect_failure missing_weights "Couldn't open file: $work/none.weights" \
 expect_failure missing_list "Couldn't open file: $work/missing" \
     "$darknet" classifier train "$work/missing-lists.data" "$work/ok.cfg"
 expect_failure unknown_command "Not an option: frobnicate" "$darknet" frobnicate
+expect_failure no_command "usage:" "$darknet"
+for trainer in classifier detector; do
+    expect_failure "${trainer}_unknown" "Not an option: $trainer frobnicate" \
+        "$darknet" "$trainer" frobnicate "$work/missing-lists.data" "$work/ok.cfg"
+    expect_failure "${trainer}_no_cfg" "usage:" "$darknet" "$trainer" train "$work/missing-lists.data"
+done
 expect_failure option_before_section "$work/orphan.cfg:1: option outside of any section" \
     "$darknet" ops "$work/orphan.cfg"
 
