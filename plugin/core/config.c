@@ -290,6 +290,19 @@ static void trim(const char **s, size_t *n)
     *n = (size_t)(e - b);
 }
 
+/* Keeps value (n bytes) in dst for later messages, shortened with "...". */
+static void keep_text(char *dst, const char *value, size_t n)
+{
+    const size_t room = SELSYNC_TEXT_SHOWN - 1;
+    if (n <= room) {
+        memcpy(dst, value, n);
+        dst[n] = '\0';
+    } else {
+        memcpy(dst, value, room - 3);
+        memcpy(dst + room - 3, "...", 4);
+    }
+}
+
 selsync_status selsync_config_set(selsync_config *cfg, const char *key, const char *value,
                                   int line, char *err, size_t errlen)
 {
@@ -311,12 +324,14 @@ selsync_status selsync_config_set(selsync_config *cfg, const char *key, const ch
         for (int i = 0; i < SELSYNC_KEY_COUNT; i++) put(&m, "%s%s", i ? ", " : "", key_names[i]);
         return SELSYNC_ECONFIG;
     }
+    trim(&value, &vn);
     if (cfg->line[k] > 0) {
         head(&m, cfg, line);
-        put(&m, "key '%s' set twice (first on line %d)", key_names[k], cfg->line[k]);
+        put(&m, "%s = '%.*s%s': set twice (first on line %d as '%s'); allowed: each key once per section",
+            key_names[k], (int)(vn < VALUE_SHOWN ? vn : VALUE_SHOWN), value, vn > VALUE_SHOWN ? "..." : "",
+            cfg->line[k], cfg->text[k]);
         return SELSYNC_ECONFIG;
     }
-    trim(&value, &vn);
     if (vn == 0) problem = "empty value";
     else if (vn >= sizeof buf) problem = "too long";
     else {
@@ -331,6 +346,7 @@ selsync_status selsync_config_set(selsync_config *cfg, const char *key, const ch
         return SELSYNC_ECONFIG;
     }
     cfg->line[k] = line;
+    keep_text(cfg->text[k], value, vn);
     return SELSYNC_OK;
 }
 
@@ -351,9 +367,10 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
     for (int k = 0; k < SELSYNC_KEY_COUNT; k++) {
         if (cfg->line[k] > 0 && !(keys[k].methods & BIT(cfg->method))) {
             head(&m, cfg, cfg->line[k]);
-            put(&m, "%s does not apply to method = %s (used by: ", key_names[k], method_names[cfg->method]);
+            put(&m, "%s = '%s': does not apply to method = %s; allowed: this key only with method = ",
+                key_names[k], cfg->text[k], method_names[cfg->method]);
             put_methods(&m, keys[k].methods);
-            put(&m, ")");
+            put(&m, " (or remove the line)");
             return SELSYNC_ECONFIG;
         }
     }

@@ -1001,7 +1001,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     selsync_status st = SELSYNC_OK;
     for (int i = 0; i < n && st == SELSYNC_OK; ++i) {
         if (!options[i].val) {
-            snprintf(err, sizeof err, "%s:%d: [selsync] '%s' is not a key = value line",
+            snprintf(err, sizeof err, "%s:%d: [selsync] '%s' is not a key = value line; allowed: one key=value per line",
                      cfgfile, options[i].line, options[i].key);
             st = SELSYNC_ECONFIG;
         } else {

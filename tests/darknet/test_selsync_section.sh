@@ -44,6 +44,9 @@ check() {
         pattern=$(printf '%s' "$pattern" | sed "s#@#$cfg#g")
         grep -qF -- "$pattern" "$work/$name.err" || { echo "FAIL $name: no '$pattern' in stderr"; ok=0; }
     done
+    if [ "$want" -ne 0 ] && [ "$(grep -F -- "$cfg:" "$work/$name.err" | grep -vc ': method=')" -ne 1 ]; then
+        echo "FAIL $name: not exactly one error message naming $cfg"; ok=0
+    fi
     if [ $ok -eq 1 ]; then pass=$((pass + 1)); else fail=$((fail + 1)); sed 's/^/  | /' "$work/$name.err" | tail -4; fi
 }
 
@@ -61,15 +64,15 @@ check malformed 1 "$(printf '%s\n[selsync]\ndelta=0.3x\n%s' "$net" "$tail")" \
 check out_of_range 1 "$(printf '%s\n[selsync]\nwindow=0\n%s' "$net" "$tail")" \
     "@:15: [selsync] window = '0'" "allowed:"
 check duplicate 1 "$(printf '%s\n[selsync]\ndelta=0.1\n\ndelta=0.2\n%s' "$net" "$tail")" \
-    "@:17: [selsync] key 'delta' set twice (first on line 15)"
+    "@:17: [selsync] delta = '0.2': set twice (first on line 15 as '0.1'); allowed: each key once"
 check empty_value 1 "$(printf '%s\n[selsync]\nseed=\n%s' "$net" "$tail")" \
     "@:15: [selsync] seed" "empty"
 check no_equals 1 "$(printf '%s\n[selsync]\ngranularity\n%s' "$net" "$tail")" \
-    "@:15: [selsync] 'granularity' is not a key = value line"
+    "@:15: [selsync] 'granularity' is not a key = value line; allowed:"
 check two_sections 1 "$(printf '%s\n[selsync]\nmethod=bsp\n%s\n[selsync]\nmethod=bsp\n' "$net" "$tail")" \
     "@:23: [selsync] second [selsync] section (the first is on line 14)"
 check wrong_method 1 "$(printf '%s\n[selsync]\nfedavg_interval=10\nmethod=selsync\n%s' "$net" "$tail")" \
-    "@:15: [selsync] fedavg_interval does not apply to method = selsync"
+    "@:15: [selsync] fedavg_interval = '10': does not apply to method = selsync; allowed: this key only with method = fedavg"
 # one process may parse an ssp cfg (e.g. to evaluate its weights); training
 # it needs a server and a worker, which the ssp tests check
 check ssp_one_process 0 "$(printf '%s\n[selsync]\nmethod=ssp\n%s' "$net" "$tail")" \

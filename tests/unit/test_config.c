@@ -274,7 +274,7 @@ static void test_checkpoint_not_for_ssp(void **state)
     assert_int_equal(set(f, "method", "ssp", 3), SELSYNC_OK);
     assert_int_equal(set(f, "checkpoint_every", "10", 4), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, "cfg/x.cfg:4: [selsync] checkpoint_every does not apply to method = ssp");
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] checkpoint_every = '10': does not apply to method = ssp");
 }
 
 static void test_whitespace_trimmed(void **state)
@@ -403,12 +403,22 @@ static void test_bad_words(void **state)
     assert_int_equal(f->cfg.method, SELSYNC_METHOD_SELSYNC);
 }
 
+static void test_duplicate_key_long_value_shortened(void **state)
+{
+    fixture *f = *state;
+    const char *path = "runs/a-rather-long-directory-name/metrics.%r.tsv";
+    assert_int_equal(set(f, "log", path, 5), SELSYNC_OK);
+    assert_int_equal(set(f, "log", "x.tsv", 6), SELSYNC_ECONFIG);
+    assert_contains(f->err, "(first on line 5 as 'runs/a-rather-long-directory-name/me...')");
+}
+
 static void test_duplicate_key(void **state)
 {
     fixture *f = *state;
     assert_int_equal(set(f, "delta", "0.5", 11), SELSYNC_OK);
     assert_int_equal(set(f, "delta", "0.7", 14), SELSYNC_ECONFIG);
-    assert_string_equal(f->err, "cfg/x.cfg:14: [selsync] key 'delta' set twice (first on line 11)");
+    assert_string_equal(f->err, "cfg/x.cfg:14: [selsync] delta = '0.7': set twice (first on line 11 as '0.5'); "
+                                "allowed: each key once per section");
     assert_true(f->cfg.delta == 0.5);
     assert_int_equal(f->cfg.line[SELSYNC_KEY_DELTA], 11);
 }
@@ -500,7 +510,8 @@ static void test_finish_key_not_for_method_order_independent(void **state)
     assert_int_equal(set(f, "method", "selsync", 16), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
     assert_string_equal(f->err,
-                        "cfg/x.cfg:15: [selsync] fedavg_interval does not apply to method = selsync (used by: fedavg)");
+                        "cfg/x.cfg:15: [selsync] fedavg_interval = '100': does not apply to method = selsync; "
+                        "allowed: this key only with method = fedavg (or remove the line)");
 }
 
 static void test_finish_selsync_key_with_bsp(void **state)
@@ -509,7 +520,7 @@ static void test_finish_selsync_key_with_bsp(void **state)
     assert_int_equal(set(f, "method", "bsp", 4), SELSYNC_OK);
     assert_int_equal(set(f, "delta", "0.5", 9), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, ":9: [selsync] delta does not apply to method = bsp (used by: selsync)");
+    assert_contains(f->err, ":9: [selsync] delta = '0.5': does not apply to method = bsp; allowed: this key only with method = selsync");
 }
 
 static void test_finish_aggregate_with_fedavg(void **state)
@@ -518,8 +529,8 @@ static void test_finish_aggregate_with_fedavg(void **state)
     assert_int_equal(set(f, "aggregate", "grads", 7), SELSYNC_OK);
     assert_int_equal(set(f, "method", "fedavg", 8), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, "cfg/x.cfg:7: [selsync] aggregate does not apply to method = fedavg "
-                            "(used by: selsync, bsp)");
+    assert_contains(f->err, "cfg/x.cfg:7: [selsync] aggregate = 'grads': does not apply to method = fedavg; "
+                            "allowed: this key only with method = selsync, bsp");
 }
 
 static void test_finish_aggregate_with_bsp_ok(void **state)
@@ -760,6 +771,7 @@ int main(void)
         T(test_decimal_integer),
         T(test_bad_words),
         T(test_duplicate_key),
+        T(test_duplicate_key_long_value_shortened),
         T(test_failed_set_not_recorded),
         T(test_bad_partition),
         T(test_bad_log),

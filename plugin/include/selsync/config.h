@@ -74,6 +74,7 @@ typedef enum selsync_config_key {
 } selsync_config_key;
 
 #define SELSYNC_PATH_MAX 512
+#define SELSYNC_TEXT_SHOWN 40 /* a value as kept for messages, with its NUL */
 
 typedef struct selsync_config {
     selsync_method method;
@@ -99,10 +100,11 @@ typedef struct selsync_config {
     selsync_nonfinite on_nonfinite; /* a NaN/Inf loss or gradient norm */
 
     /* Provenance, for messages: the cfg file, the section's line, and the
-     * line of every key that was set (0 = not set). */
+     * line (0 = not set) and value as written (shortened) of every key. */
     char file[SELSYNC_PATH_MAX];
     int section_line;
     int line[SELSYNC_KEY_COUNT];
+    char text[SELSYNC_KEY_COUNT][SELSYNC_TEXT_SHOWN];
 } selsync_config;
 
 /* Fills cfg with the documented defaults; file and section_line are
