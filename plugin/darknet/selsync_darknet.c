@@ -71,7 +71,10 @@ typedef struct attachment {
     size_t n_tensors;
     selsync_engine *engine;      /* from the first training step on */
     selsync_inject_sizes inject; /* inject.senders == 0: no injection */
-    uint64_t batches;            /* batches loaded so far (injection steps) */
+    uint64_t batches;            /* injection: batches trained so far (index of the next one) */
+    uint64_t requested;          /* injection: loads requested so far (index of the next one) */
+    uint64_t images_loaded;      /* injection, this process: own images loaded ... */
+    uint64_t loads;              /* ... in this many batches */
     size_t next_path;            /* seldp: position of the sequential walk */
     int ssp;                     /* method ssp: rank 0 serves, the others work */
     selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
@@ -381,7 +384,9 @@ comm_failed:
 static void start_engine(attachment *a)
 {
     char err[1024];
-    selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, 1};
+    /* Darknet scales the update buffers by the momentum after each update:
+     * a residual to subtract unless the momentum is 0 (buffers cleared). */
+    selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, a->net->momentum != 0};
     if (selsync_create(&a->cfg, &a->ad->comm, &model, &a->engine, err, sizeof err))
         fatal(a->ad, "%s", err);
     checkpoint_resume(a);
@@ -798,35 +803,63 @@ static void on_train_begin(attachment *a, train_plan *plan)
     if (a->cfg.inject_alpha > 0) {
         if (selsync_inject_plan(&a->cfg, ad->world, plan->images, &a->inject, err, sizeof err))
             fatal(ad, "%s", err);
-        plan->images = a->inject.load;
+        plan->images = a->inject.own; /* each load's count is set at BATCH_REQUESTED */
+        a->requested = a->batches;
         if (ad->rank == 0)
-            report(ad, "injection: each step %d of %d ranks share %d of their %d images; "
-                   "every rank loads %d and completes its batch of %d", a->inject.senders,
-                   ad->world, a->inject.shared, a->inject.load, a->inject.load,
+            report(ad, "injection: each step %d of %d ranks share %d images each: a sender loads %d, "
+                   "every other rank %d, and every batch is completed to %d", a->inject.senders,
+                   ad->world, a->inject.shared, a->inject.load, a->inject.own,
                    a->inject.own + a->inject.senders * a->inject.shared);
     }
 }
 
-/* Injection: replaces this step's batch of `load` own images by a full
- * batch, completed with the samples the chosen senders share. */
+/* 1 when this rank shares part of batch `index` (the same answer on every rank). */
+static int injects(const attachment *a, uint64_t index, int *senders)
+{
+    selsync_inject_senders(a->cfg.seed, index, a->ad->world, a->inject.senders, senders);
+    for (int i = 0; i < a->inject.senders; ++i)
+        if (senders[i] == a->ad->rank) return 1;
+    return 0;
+}
+
+/* Injection: a sender loads b' + s own images, every other rank b'. */
+static void on_batch_requested(attachment *a, int *images)
+{
+    if (!a->inject.senders) return;
+    int *senders = malloc((size_t)a->inject.senders * sizeof *senders);
+    if (!senders) fatal(a->ad, "out of memory");
+    *images = injects(a, a->requested++, senders) ? a->inject.load : a->inject.own;
+    free(senders);
+}
+
+/* Injection: replaces this step's batch of own images (b' + s for a sender,
+ * b' otherwise) by a full batch, completed with the samples the chosen
+ * senders share. The batch is the one requested before the latest request
+ * (the trainer loads the next batch while it trains this one). */
 static void on_batch_loaded(attachment *a, data *d)
 {
     adapter *ad = a->ad;
     const selsync_inject_sizes *sz = &a->inject;
     if (!sz->senders) return;
+    if (a->requested < 2)
+        fatal(ad, "injection: the trainer did not report BATCH_REQUESTED before its loads");
     int batch = sz->own + sz->senders * sz->shared;
-    if (d->X.rows != sz->load || d->y.rows != sz->load)
-        fatal(ad, "injection: the loader gave %d images, expected %d", d->X.rows, sz->load);
-    size_t in = (size_t)d->X.cols, out = (size_t)d->y.cols, row = in + out;
-    float *rows = malloc((size_t)sz->load * row * sizeof *rows);
-    float *full = malloc((size_t)batch * row * sizeof *full);
     int *senders = malloc((size_t)sz->senders * sizeof *senders);
-    if (!rows || !full || !senders) fatal(ad, "out of memory");
-    for (int i = 0; i < sz->load; ++i) {
+    if (!senders) fatal(ad, "out of memory");
+    a->batches = a->requested - 1;
+    int loaded = injects(a, a->batches - 1, senders) ? sz->load : sz->own;
+    if (d->X.rows != loaded || d->y.rows != loaded)
+        fatal(ad, "injection: the loader gave %d images, expected %d", d->X.rows, loaded);
+    size_t in = (size_t)d->X.cols, out = (size_t)d->y.cols, row = in + out;
+    float *rows = malloc((size_t)loaded * row * sizeof *rows);
+    float *full = malloc((size_t)batch * row * sizeof *full);
+    if (!rows || !full) fatal(ad, "out of memory");
+    for (int i = 0; i < loaded; ++i) {
         memcpy(rows + i * row, d->X.vals[i], in * sizeof(float));
         memcpy(rows + i * row + in, d->y.vals[i], out * sizeof(float));
     }
-    selsync_inject_senders(a->cfg.seed, a->batches++, ad->world, sz->senders, senders);
+    a->images_loaded += (uint64_t)loaded;
+    a->loads++;
     uint64_t bytes = 0;
     if (selsync_inject_exchange(&ad->comm, sz, senders, rows, row, full, &bytes))
         fatal(ad, "injection: %s", selsync_mpi_last_error());
@@ -885,13 +918,14 @@ static void print_summary(attachment *a)
     selsync_get_totals(a->engine, &t);
     /* means over the training ranks (ssp: the workers, not the server) */
     int server = a->ssp && ad->rank == 0;
-    double v[8] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
-                   t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes};
+    double v[10] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+                    t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes,
+                    (double)a->images_loaded, (double)a->loads};
     if (server) memset(v, 0, sizeof v);
-    if (ad->comm.ops->sum_f64(ad->comm.ctx, v, 8))
+    if (ad->comm.ops->sum_f64(ad->comm.ctx, v, 10))
         fatal(ad, "could not gather the summary: %s", selsync_mpi_last_error());
     if (ad->rank != 0) return;
-    for (int i = 0; i < 8; ++i) v[i] /= parts(a);
+    for (int i = 0; i < 10; ++i) v[i] /= parts(a);
     double comm = v[3] + v[4] + v[5];
     if (a->ssp) {
         const selsync_ssp_stats *s = &a->served;
@@ -918,7 +952,9 @@ static void print_summary(attachment *a)
             t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6, v[1] / 1e6,
             v[0] > 0 ? v[1] / v[0] : INFINITY);
     if (v[7] > 0)
-        fprintf(stderr, "selsync: summary: data injection sent %.2f MB per rank\n", v[7] / 1e6);
+        fprintf(stderr, "selsync: summary: data injection sent %.2f MB per rank; each rank loaded "
+                "%.2f own images per step on average, its batches completed to %d\n", v[7] / 1e6,
+                v[9] > 0 ? v[8] / v[9] : 0.0, a->inject.own + a->inject.senders * a->inject.shared);
     fprintf(stderr,
             "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, "
             "transfer %.3f s (communication %.1f%%)\n",
@@ -945,6 +981,7 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     case TRAIN_BEGIN: on_train_begin(a, arg); break;
     case BEFORE_UPDATE: step(a, 1, arg); break;
     case AFTER_UPDATE: step(a, 0, arg); break;
+    case BATCH_REQUESTED: on_batch_requested(a, arg); break;
     case BATCH_LOADED: on_batch_loaded(a, arg); break;
     case ITERATION_PRINTED: on_iteration_printed(a, arg); break;
     case TRAIN_END: on_train_end(a); break;

@@ -34,6 +34,21 @@ check "a metrics file per rank" '[ "$(grep -vc "^#" "$work/cls.0.tsv")" -eq 21 ]
 check "the partition recorded in the metrics" '[ "$(grep -c "^# partition iid rank" "$work/cls.0.tsv")" -eq 2 ]'
 check "ranks trained on different shards" '! cmp -s "$work/cls.0.tsv" "$work/cls.1.tsv"'
 
+# loads_match OUT: with injection a sender loads b' + s images and every other
+# rank b', so the ranks load K*s + N*b' images per step: the summary's mean
+# per rank and step must be b' + K*s/N, from the sizes rank 0 reported.
+loads_match() {
+    awk '/^selsync: rank 0: injection: each step/ { k = $7; n = $9; s = $12; own = $22; sub(",", "", own) }
+         /^selsync: summary: data injection sent/ { got = $(NF - 11) }
+         END { want = own + k * s / n; printf "  (own images per rank and step: %s, expected %.2f)\n", got, want
+               exit !(k > 0 && got != "" && got + 0 > want - 0.006 && got + 0 < want + 0.006) }' "$1"
+}
+{ sed 's/^max_batches=.*/max_batches=12/' "$src/cfg/fmnist-tiny.cfg"
+  printf '\n[selsync]\npartition=label:5\ninject_alpha=0.5\ninject_beta=0.5\n'; } >"$work/cls-inject.cfg"
+mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/cls-inject.cfg" >"$work/cls-inject.out" 2>&1
+check "classifier with injection exits 0" '[ $? -eq 0 ]'
+check "classifier injection: only senders load their shared images" 'loads_match "$work/cls-inject.out"'
+
 # --- detector ------------------------------------------------------------------
 python3 "$here/make_tiny_detection.py" "$work/det" 8
 { cat "$work/det/tiny.cfg"; printf '\n[selsync]\nmethod=bsp\n'; } >"$work/det.cfg"
@@ -49,6 +64,7 @@ check "detector summary" 'grep -q "^selsync: summary: method=bsp, 2 ranks, 6 ste
 mpi -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det-skew.cfg" >"$work/det-skew.out" 2>&1
 check "detector with label:1 and injection exits 0" '[ $? -eq 0 ]'
 check "detector partition by label files" 'grep -q "^selsync: rank 0: partition label rank 0: [0-9]* samples; 0:[0-9]*$" "$work/det-skew.out" && grep -q "^selsync: rank 0: partition label rank 1: [0-9]* samples; 1:[0-9]*$" "$work/det-skew.out"'
+check "detector injection: only senders load their shared images" 'loads_match "$work/det-skew.out"'
 check "detector injection bytes recorded" 'awk -F"\t" "!/^#/ && \$1 != \"step\" { s += \$11 } END { exit !(s > 0) }" "$work/det.0.tsv" "$work/det.1.tsv"'
 
 # --- failures end the whole job ----------------------------------------------------

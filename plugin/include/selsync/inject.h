@@ -15,9 +15,9 @@
 
 typedef struct selsync_inject_sizes {
     int senders;   /* k = max(1, round(alpha * world)) ranks send each step */
-    int own;       /* b' = batch - senders * shared: own samples of a rank that does not send */
+    int own;       /* b' = batch - senders * shared: samples a rank that does not send loads */
     int shared;    /* s = samples each sender shares, >= 1 */
-    int load;      /* b' + s: samples every rank loads (a sender keeps all of them) */
+    int load;      /* b' + s: samples a sender loads (and keeps) */
 } selsync_inject_sizes;
 
 /* Sizes for a batch of `batch` samples on `world` ranks:
@@ -33,8 +33,9 @@ selsync_status selsync_inject_plan(const selsync_config *cfg, int world, int bat
  * Fisher-Yates from the stream (seed, 0x1ec7, step)). */
 void selsync_inject_senders(uint64_t seed, uint64_t step, int world, int k, int *senders);
 
-/* One step's exchange. rows: `load` packed rows of row_len floats, this
- * rank's freshly loaded samples; batch: room for `batch` rows. Fills batch
+/* One step's exchange. rows: this rank's freshly loaded samples as packed
+ * rows of row_len floats, `load` rows for a sender and at least `own` for
+ * the others; batch: room for `batch` rows. Fills batch
  * with this rank's own rows first (all `load` rows for a sender, the first
  * b' otherwise), then the first `shared` rows of every other sender, in
  * ascending sender order: one bcast per sender. Collective. *bytes (may be
