@@ -13,6 +13,7 @@
  *                   loader threads and, with injection, the images loaded;
  *                   method ssp on rank 0: end the trainer's loop at once
  *                   (*net->seen), so that TRAIN_END follows
+ *   BATCH_REQUESTED data injection: b' + s images for a sender, b' for the others
  *   BATCH_LOADED    data injection: complete the batch with shared samples
  *   BEFORE_UPDATE / AFTER_UPDATE   the engine's step; after it, every
  *                   eval_every steps the evaluation of the consensus model
