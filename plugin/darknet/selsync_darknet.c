@@ -408,8 +408,9 @@ static int label_path_of(const char *path, char *out, size_t size)
 }
 
 /* The class of a training file: the first label string found in its path
- * (classifier), or the most frequent class in its label file (detector,
- * the label file found as Darknet finds it); -1 when there is none. A
+ * (classifier), or the most frequent class in its label file, a tie going
+ * to the lowest class (detector, the label file found as Darknet finds it);
+ * -1 when there is none. A
  * detector's label file must exist and hold lines "CLASS X Y W H" with
  * CLASS in [0, classes) and a box inside the image; otherwise the message
  * goes to why (naming the file and line) and the result is -2. */
@@ -431,8 +432,14 @@ static int class_of(const char *path, char **labels, int classes, char *why, siz
                  strerror(errno));
         return -2;
     }
-    int count[256] = {0}, id, best = -1, line = 0, end;
+    int *count = calloc((size_t)(classes > 0 ? classes : 1), sizeof *count);
+    int id, best = -1, line = 0, end;
     float x, y, w, h;
+    if (!count) {
+        fclose(f);
+        snprintf(why, whylen, "out of memory");
+        return -2;
+    }
     while (fgets(text, sizeof text, f)) {
         ++line;
         if (strspn(text, " \t\r\n") == strlen(text)) continue; /* blank */
@@ -443,11 +450,15 @@ static int class_of(const char *path, char **labels, int classes, char *why, siz
                      "box inside the image (normalised): %.80s", label_path, line, classes - 1,
                      strtok(text, "\r\n") ? text : "");
             fclose(f);
+            free(count);
             return -2;
         }
-        if (id < 256 && ++count[id] > (best < 0 ? 0 : count[best])) best = id;
+        ++count[id];
     }
     fclose(f);
+    for (id = 0; id < classes; ++id) /* the most frequent class; a tie goes to the lowest id */
+        if (count[id] > (best < 0 ? 0 : count[best])) best = id;
+    free(count);
     return best;
 }
 
