@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <mpi.h>
 
@@ -337,6 +338,14 @@ static uint64_t comm_bytes_sent(void *ctx)
     return g.bytes;
 }
 
+/* Before MPI_Abort: an error that every rank meets (a bad cfg value, a
+ * missing file) is then reported by every rank, not only by the first. */
+static void grace_before_abort(void)
+{
+    struct timespec t = {0, 300 * 1000 * 1000};
+    if (g.size > 1) nanosleep(&t, NULL);
+}
+
 static void comm_abort(void *ctx, int code, const char *message)
 {
     (void)ctx;
@@ -346,6 +355,7 @@ static void comm_abort(void *ctx, int code, const char *message)
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
+    grace_before_abort();
     if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
     /* Not reached with MPI running; without it there is nobody to tell. */
     _Exit(code ? code : 1);
@@ -420,6 +430,7 @@ static void at_exit_handler(void)
     g.aborting = 1;
     fprintf(stderr, "selsync: rank %d exited without finishing; aborting the job\n", g.rank);
     fflush(stderr);
+    grace_before_abort();
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
 

@@ -86,6 +86,7 @@ mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/bad.cfg" >"$wor
 rc=$?
 check "bad [selsync] value: job fails (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
 check "bad [selsync] value: message names file, line and key" 'grep -q "$work/bad.cfg:[0-9]*: \[selsync\] delta = .-1.: out of range" "$work/bad.out"'
+check "bad [selsync] value: every rank reports it" 'grep -q "^selsync: rank 0: $work/bad.cfg:[0-9]*: \[selsync\] delta" "$work/bad.out" && grep -q "^selsync: rank 1: $work/bad.cfg:[0-9]*: \[selsync\] delta" "$work/bad.out"'
 
 sed 's/^delta=0.3$/partition=label:11/' "$work/cls.cfg" >"$work/k11.cfg"
 mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/k11.cfg" >"$work/k11.out" 2>&1
