@@ -923,6 +923,15 @@ static void on_iteration_printed(attachment *a, FILE *out)
             t.steps ? 100.0 * t.synced_steps / t.steps : 0.0);
 }
 
+/* " (Rx<what>)" for the ratio num / den of two byte counts, or "" when
+ * either is 0: one rank (bsp sends nothing), or a run that sent nothing. */
+static const char *times(char *buf, size_t len, double num, double den, const char *what)
+{
+    if (num > 0 && den > 0) snprintf(buf, len, " (%.2fx%s)", num / den, what);
+    else if (len) buf[0] = '\0';
+    return buf;
+}
+
 static void print_summary(attachment *a)
 {
     adapter *ad = a->ad;
@@ -939,17 +948,18 @@ static void print_summary(attachment *a)
     if (ad->rank != 0) return;
     for (int i = 0; i < 10; ++i) v[i] /= parts(a);
     double comm = v[3] + v[4] + v[5];
+    char ratio[48];
     if (a->ssp) {
         const selsync_ssp_stats *s = &a->served;
         fprintf(stderr,
-                "selsync: summary: method=ssp, %d ranks (server + %d workers), staleness %d, %.0f steps per worker\n"
-                "selsync: summary: pushed and pulled %.2f MB per worker vs %.2f MB sent for bsp (%.2fx)\n"
+                "selsync: summary: method=ssp, %d ranks (server + %d worker%s), staleness %d, %.0f steps per worker\n"
+                "selsync: summary: pushed and pulled %.2f MB per worker vs %.2f MB sent for bsp%s\n"
                 "selsync: summary: time per worker: compute %.2f s, measure %.3f s, blocked (agree) %.3f s, "
                 "transfer %.3f s (communication %.1f%%)\n"
                 "selsync: summary: server: %llu updates applied, %llu pulls answered, %llu held by the bound "
                 "(%.3f s), largest lead %llu, %.2f MB sent\n",
-                ad->world, ad->world - 1, a->cfg.ssp_staleness, v[6], v[0] / 1e6, v[1] / 1e6,
-                v[1] > 0 ? v[0] / v[1] : INFINITY, v[2], v[3], v[4], v[5],
+                ad->world, ad->world - 1, ad->world == 2 ? "" : "s", a->cfg.ssp_staleness, v[6], v[0] / 1e6,
+                v[1] / 1e6, times(ratio, sizeof ratio, v[0], v[1], ""), v[2], v[3], v[4], v[5],
                 v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0, (unsigned long long)s->pushes,
                 (unsigned long long)s->pulls, (unsigned long long)s->queued, s->t_wait,
                 (unsigned long long)s->max_lead, (double)s->bytes_sent / 1e6);
@@ -958,11 +968,11 @@ static void print_summary(attachment *a)
     fprintf(stderr,
             "selsync: summary: method=%s, %d rank%s, %llu steps, %llu synchronised (%.1f%%)\n"
             "selsync: summary: model synchronisation sent %.2f MB per rank; bsp would have sent "
-            "%.2f MB (%.2fx as much)\n",
+            "%.2f MB%s\n",
             selsync_method_name(a->cfg.method), ad->world, ad->world == 1 ? "" : "s",
             (unsigned long long)t.steps, (unsigned long long)t.synced_steps,
             t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6, v[1] / 1e6,
-            v[0] > 0 ? v[1] / v[0] : INFINITY);
+            times(ratio, sizeof ratio, v[1], v[0], " as much"));
     if (v[7] > 0)
         fprintf(stderr, "selsync: summary: data injection sent %.2f MB per rank; each rank loaded "
                 "%.2f own images per step on average, its batches completed to %d\n", v[7] / 1e6,

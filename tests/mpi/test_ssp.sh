@@ -13,6 +13,9 @@
 #  - uneven speeds finish with exit status 0, a large s never holds a pull;
 #  - a worker killed with SIGKILL ends the job non-zero within seconds;
 #  - ssp on one process is a clear error;
+#  - one worker (2 processes), and bsp on one process: bsp would send
+#    nothing, so the summary gives no ratio; no summary line of any run
+#    shows inf or nan;
 #  - `darknet detector train` with 2 workers on a tiny generated set: the
 #    server skips Darknet's loop, serves at TRAIN_END and saves once.
 set -u
@@ -121,6 +124,21 @@ grep -q "^selsync: summary: method=ssp, 3 ranks (server + 2 workers), staleness 
 # --- one process ------------------------------------------------------------------
 mpi 1 "$work/s0.cfg" 5 "$work/one" --ssp && bad "ssp on 1 process succeeded" || ok
 grep -q "method = 'ssp': needs at least 2 ranks" "$work/log" && ok || bad "ssp on 1 process: no clear message"
+
+# --- one worker; bsp on one process: no ratio to 0 bytes -------------------------
+timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 2 "$prog" "$work/s2.cfg" 5 "$work/w1" --ssp \
+    >"$work/w1.out" 2>&1 && ok || bad "ssp with one worker failed (see $work/w1.out)"
+grep -q "^selsync: summary: method=ssp, 2 ranks (server + 1 worker), staleness 2, 5 steps per worker" "$work/w1.out" \
+    && ok || bad "one worker: no ssp summary"
+grep -q "^selsync: summary: pushed and pulled [0-9.]* MB per worker vs 0.00 MB sent for bsp$" "$work/w1.out" \
+    && ok || bad "one worker: the summary gives a ratio to bsp's 0 bytes"
+cfg "method=bsp" >"$work/b1.cfg"
+"$prog" "$work/b1.cfg" 5 "$work/b1" >"$work/b1.out" 2>&1 && ok || bad "bsp on one process failed"
+grep -q "^selsync: summary: model synchronisation sent 0.00 MB per rank; bsp would have sent 0.00 MB$" \
+    "$work/b1.out" && ok || bad "bsp on one process: the summary gives a ratio of 0 bytes"
+grep -h "^selsync: summary" "$work/log" "$work"/*.out >"$work/summaries"
+[ "$(grep -cE "for bsp|bsp would" "$work/summaries")" -eq 8 ] && ! grep -iE "(^|[^a-z])(inf|nan)" "$work/summaries" \
+    && ok || bad "a summary without its bsp line, or with inf or nan"
 
 [ "$fail" -gt 0 ] && tail -20 "$work/log"
 echo "$pass passed, $fail failed"

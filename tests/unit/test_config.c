@@ -392,6 +392,22 @@ static void test_decimal_integer(void **state)
     assert_int_equal(f->cfg.window, 25);
 }
 
+/* ssp_staleness: each kind of bad value names the file, line and key, and
+ * leaves the default (and the key unset) */
+static void test_bad_ssp_staleness(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "ssp", 11), SELSYNC_OK);
+    expect_bad(f, "ssp_staleness", "-1", 12, "out of range; allowed: an integer from 0 to 1000000");
+    assert_string_equal(f->err, "cfg/x.cfg:12: [selsync] ssp_staleness = '-1': out of range; "
+                                "allowed: an integer from 0 to 1000000");
+    expect_bad(f, "ssp_staleness", "1.5", 13, "not an integer");
+    expect_bad(f, "ssp_staleness", "2abc", 14, "malformed value");
+    assert_int_equal(f->cfg.ssp_staleness, 100);
+    assert_int_equal(f->cfg.line[SELSYNC_KEY_SSP_STALENESS], 0);
+    assert_int_equal(finish(f), SELSYNC_OK);
+}
+
 static void test_bad_words(void **state)
 {
     fixture *f = *state;
@@ -769,6 +785,7 @@ int main(void)
         T(test_out_of_range),
         T(test_negative_unsigned),
         T(test_decimal_integer),
+        T(test_bad_ssp_staleness),
         T(test_bad_words),
         T(test_duplicate_key),
         T(test_duplicate_key_long_value_shortened),
