@@ -1,6 +1,7 @@
 #!/bin/sh
-# Transfer benchmark: the MPI transport's sum_f32 against a bare
-# MPI_Allreduce of the same bytes, on the same ranks (see
+# Transfer benchmark: the MPI transport's sum_f32, and the engine's whole
+# synchronisation (pack into the fused buffer, sum_f32, scale and unpack),
+# against a bare MPI_Allreduce of the same bytes, on the same ranks (see
 # tests/bench/bench_transfer.c). Builds nothing.
 # Usage: scripts/bench-transfer.sh [BENCH_BINARY] [REPS] [MIB...]
 #   BENCH_BINARY  default build/tests/bench_transfer
