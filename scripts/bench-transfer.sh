@@ -1,6 +1,6 @@
 #!/bin/sh
 # Transfer benchmark: the MPI transport's sum_f32, and the engine's whole
-# synchronisation (pack into the fused buffer, sum_f32, scale and unpack),
+# synchronisation (one sum_f32v in place over its tensors, scaled by 1/N),
 # against a bare MPI_Allreduce of the same bytes, on the same ranks (see
 # tests/bench/bench_transfer.c). Builds nothing.
 # Usage: scripts/bench-transfer.sh [BENCH_BINARY] [REPS] [MIB...]

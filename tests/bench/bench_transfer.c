@@ -5,8 +5,8 @@
  *   fused  the engine's synchronisation as a training step pays for it:
  *          selsync_after_update of an engine (method = bsp, aggregate =
  *          params) over FUSED_LAYERS synthetic layers whose parameters total
- *          the payload, i.e. packing them into the fused buffer, the ring
- *          sum_f32, and the scale by 1/N with unpacking;
+ *          the payload, i.e. one sum_f32v over the tensors in place (the
+ *          ring, scaled by 1/N);
  *   bare   MPI_Allreduce(MPI_SUM, MPI_FLOAT) in place;
  *   rsb    for reference, the transport's MPI_Reduce_scatter_block variant.
  * Per payload (default 1, 8 and 32 MiB): WARMUP untimed calls of each, then
@@ -99,9 +99,9 @@ static void *xmalloc(size_t bytes)
 }
 
 /* The engine whose selsync_after_update is timed: FUSED_LAYERS trained
- * tensors, views into param[0 .. n) in order (the engine packs them into
- * its fused buffer all the same), with zero grads (grad, n floats, owned by
- * the caller); every step synchronises all parameters. Exits the job on
+ * tensors, views into param[0 .. n) in order (adjacent, but separate
+ * tensors to the engine), with zero grads (grad, n floats, owned by the
+ * caller); every step synchronises all parameters. Exits the job on
  * failure. */
 static selsync_engine *fused_engine(const selsync_comm *c, float *param, float *grad, size_t n)
 {
