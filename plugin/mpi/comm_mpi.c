@@ -278,21 +278,19 @@ static selsync_status view(size_t off, size_t n, void **buf, int *count, MPI_Dat
     return SELSYNC_OK;
 }
 
-/* p[0 .. n) op= what: MPI_Reduce_local(MPI_SUM) of src (the library's
- * vectorised op, measured faster here than a plain C loop), or times
- * scale when src is NULL. */
+/* Elements [off, off + n) of the array: x = x + src[i] (when src; with
+ * MPI_Reduce_local, the library's vectorised op, measured faster here than
+ * a plain C loop), then x = x * scale (unless 1), piece by piece while it
+ * is in cache. */
 static selsync_status apply(size_t off, size_t n, const float *src, float scale)
 {
     size_t run;
     for (size_t d = 0; d < n; d += run) {
         float *p = at(off + d, &run);
         if (run > n - d) run = n - d;
-        if (!src) {
-            for (size_t i = 0; i < run; i++) p[i] *= scale;
-            continue;
-        }
-        int rc = MPI_Reduce_local(src + d, p, (int)run, MPI_FLOAT, MPI_SUM);
+        int rc = src ? MPI_Reduce_local(src + d, p, (int)run, MPI_FLOAT, MPI_SUM) : MPI_SUCCESS;
         if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", rc);
+        for (size_t i = 0; i < run && scale != 1.0f; i++) p[i] *= scale;
     }
     return SELSYNC_OK;
 }
@@ -302,7 +300,7 @@ static selsync_status apply(size_t off, size_t n, const float *src, float scale)
  * (0 .. p-2): send block (r-s-1) to the right neighbour, receive block
  * (r-s-2) from the left one, segment by segment, into the scratch and add
  * it into the array; after p-1 steps rank r alone holds the complete sum of
- * block r, which it multiplies by scale (unless 1). Allgather step s: send
+ * block r, which it multiplies by scale as it completes. Allgather step s: send
  * block (r-s) right, receive block (r-s-1) from the left straight into the
  * array. Segments: at most RING_SEGMENT_BYTES in the reduce-scatter,
  * chunk_elems() in the allgather (<= INT_MAX elements, <= chunk_bytes).
@@ -322,6 +320,7 @@ static selsync_status ring(size_t n, float scale)
     selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, need, sizeof(float));
     float *tmp = g.scratch;
     uint64_t sent = 0;
+    if (p == 1 && st == SELSYNC_OK) st = apply(0, n, NULL, scale);
     for (int phase = 0; phase < 2 && st == SELSYNC_OK; ++phase) {
         size_t seg = phase == 0 ? seg_rs : seg_ag;
         for (size_t s = 0; s + 1 < p && st == SELSYNC_OK; ++s) {
@@ -347,12 +346,11 @@ static selsync_status ring(size_t n, float scale)
                 }
                 if (stype != MPI_FLOAT) MPI_Type_free(&stype);
                 if (rtype != MPI_FLOAT) MPI_Type_free(&rtype);
-                if (st == SELSYNC_OK && phase == 0) st = apply(ro + o, rc, tmp, 1.0f);
+                /* The last reduce-scatter step completes block r: scaled here. */
+                if (st == SELSYNC_OK && phase == 0) st = apply(ro + o, rc, tmp, s + 2 == p ? scale : 1.0f);
                 sent += sc * sizeof(float);
             }
         }
-        if (phase == 0 && st == SELSYNC_OK && scale != 1.0f)
-            st = apply(blk_off(n, p, r), blk_len(n, p, r), NULL, scale);
     }
     g.bytes += sent;
     return st;
