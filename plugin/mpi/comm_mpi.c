@@ -290,7 +290,8 @@ static selsync_status apply(size_t off, size_t n, const float *src, float scale)
         if (run > n - d) run = n - d;
         int rc = src ? MPI_Reduce_local(src + d, p, (int)run, MPI_FLOAT, MPI_SUM) : MPI_SUCCESS;
         if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", rc);
-        for (size_t i = 0; i < run && scale != 1.0f; i++) p[i] *= scale;
+        if (scale != 1.0f)
+            for (size_t i = 0; i < run; i++) p[i] *= scale;
     }
     return SELSYNC_OK;
 }
