@@ -1,6 +1,7 @@
 #!/bin/sh
-# Transfer benchmark: the MPI transport's sum_f32 against a bare
-# MPI_Allreduce of the same bytes, on the same ranks (see
+# Transfer benchmark: the MPI transport's sum_f32, and the engine's whole
+# synchronisation (one sum_f32v in place over its tensors, scaled by 1/N),
+# against a bare MPI_Allreduce of the same bytes, on the same ranks (see
 # tests/bench/bench_transfer.c). Builds nothing.
 # Usage: scripts/bench-transfer.sh [BENCH_BINARY] [REPS] [MIB...]
 #   BENCH_BINARY  default build/tests/bench_transfer

@@ -19,6 +19,14 @@ static selsync_status single_sum_f32(void *ctx, float *buf, size_t n)
     return SELSYNC_OK;
 }
 
+static selsync_status single_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    (void)ctx;
+    for (size_t k = 0; k < nseg && scale != 1.0f; k++)
+        for (size_t i = 0; i < segs[k].count; i++) segs[k].data[i] *= scale;
+    return SELSYNC_OK;
+}
+
 static selsync_status single_sum_f64(void *ctx, double *buf, size_t n)
 {
     (void)ctx, (void)buf, (void)n;
@@ -55,7 +63,7 @@ static selsync_status single_recv(void *ctx, int source, int tag, void *buf, siz
 
 static const selsync_comm_ops single_ops = {
     "single", single_rank, single_size, single_any, single_sum_f32,
-    single_sum_f64, single_bcast, single_bytes_sent, single_abort,
+    single_sum_f32v, single_sum_f64, single_bcast, single_bytes_sent, single_abort,
     single_send, single_recv,
 };
 

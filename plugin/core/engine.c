@@ -24,9 +24,9 @@
  *   that all layers synchronise, so no collective is needed (the EWMA still
  *   fills). Afterwards one `any` over the per-group flags ORs them across
  *   ranks; every rank then synchronises the same layers.
- * - Transfer. One sum_f32 over one fused buffer (allocated once at create)
- *   per synchronisation, then a multiplication by 1/k: the same float
- *   operations on every rank, so every replica receives the same bits.
+ * - Transfer. One sum_f32v per synchronisation, in place over the tensors
+ *   (no packing), each sum multiplied by 1/k: the same float operations on
+ *   every rank, so every replica receives the same bits.
  *   aggregate = params averages parameters after the host's update (the
  *   paper's PA); aggregate = grads averages gradients before it. BN running
  *   statistics (STAT tensors) travel with their layer when sync_bn_stats.
@@ -35,8 +35,8 @@
  *   every rank; non-members send zeros and everybody receives sum / k.
  * - Accounting. bsp_bytes = steps x (payload bytes of a full synchronisation)
  *   x r, where r = bytes the communicator reported per payload byte in the
- *   largest sum_f32 so far: exact once a full synchronisation has happened
- *   (a warm-up step, or selsync_finish for local); before any sum_f32 r is
+ *   largest transfer so far: exact once a full synchronisation has happened
+ *   (a warm-up step, or selsync_finish for local); before any transfer r is
  *   2(N-1)/N, a ring all-reduce.
  * - Metrics file: the header line is written just before the first step's
  *   line (or at finish/destroy if no step ran), so that selsync_log_note's
@@ -85,10 +85,11 @@ struct selsync_engine {
     uint8_t *chosen;             /* per layer: synchronise this step */
     uint8_t *payload;            /* per layer: has something to transfer */
     int *perm;                   /* fedavg draw, world entries */
-    float *fused, *snap;         /* fused buffer; residual snapshot or NULL */
-    size_t fused_n;              /* elements of a full synchronisation */
+    selsync_segment *seg;        /* nt entries: the tensors of a transfer */
+    float *snap;                 /* residual snapshot or NULL */
+    size_t sync_n;               /* elements of a full synchronisation */
     double ratio;                /* comm bytes per payload byte ... */
-    size_t ratio_n;              /* ... measured on a sum_f32 of this many floats */
+    size_t ratio_n;              /* ... measured on a transfer of this many floats */
     uint64_t step, bytes0, inject_next; /* inject_next: injection bytes of the coming step */
     int in_step, broken, member, header_done;
     float scale;                 /* 1/k for this step */
@@ -221,7 +222,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     if (out) *out = NULL;
     if (!cfg || !comm || !model || !out)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_create: NULL argument");
-    if (!ops || !ops->rank || !ops->size || !ops->any || !ops->sum_f32 || !ops->bytes_sent)
+    if (!ops || !ops->rank || !ops->size || !ops->any || !ops->sum_f32 || !ops->sum_f32v || !ops->bytes_sent)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator lacks an operation the engine needs");
     if ((st = check_cfg(cfg, err, errlen)) != SELSYNC_OK) return st;
     if ((st = check_model(model, err, errlen)) != SELSYNC_OK) return st;
@@ -251,7 +252,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->rank = rank;
     e->world = world;
     e->keep = 1.0 - selsync_config_smoothing(cfg, world);
-    e->fused_n = n_trained + (cfg->sync_bn_stats ? n_stat : 0);
+    e->sync_n = n_trained + (cfg->sync_bn_stats ? n_stat : 0);
     e->n_params = n_trained + n_stat;
     e->n_trained = n_trained;
     e->ratio = 2.0 * (world - 1) / world;
@@ -266,10 +267,10 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->chosen = calloc(e->n_layers, 1);
     e->payload = calloc(e->n_layers, 1);
     e->perm = calloc((size_t)world, sizeof *e->perm);
-    e->fused = malloc(e->fused_n * sizeof *e->fused);
+    e->seg = malloc(e->nt * sizeof *e->seg);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
-        !e->perm || (!e->fused && e->fused_n) || (model->grad_keeps_residual && !e->snap && n_trained))
+        !e->perm || !e->seg || (model->grad_keeps_residual && !e->snap && n_trained))
         goto nomem;
     memcpy(e->t, model->tensors, e->nt * sizeof *e->t);
     for (size_t i = 0; i < e->nt; i++) {
@@ -312,7 +313,7 @@ void selsync_destroy(selsync_engine *e)
     free(e->chosen);
     free(e->payload);
     free(e->perm);
-    free(e->fused);
+    free(e->seg);
     free(e->snap);
     free(e->mean);
     selsync_ssp_worker_destroy(e->ssp);
@@ -449,39 +450,32 @@ static selsync_status decide(selsync_engine *e, int bad)
     return SELSYNC_OK;
 }
 
-/* Packs the grads (else params) of the trained tensors, and the params of the
- * STAT tensors when sync_bn_stats, of the chosen layers into the fused
- * buffer (zeros unless member), sums it over the ranks, multiplies by scale
- * and unpacks. Adds its time to *t. */
+/* Sums the grads (else params) of the trained tensors, and the params of the
+ * STAT tensors when sync_bn_stats, of the chosen layers over the ranks in
+ * place, times scale, in one sum_f32v (a non-member zeroes its tensors
+ * first, so it contributes zeros). Adds its time to *t. */
 static selsync_status transfer(selsync_engine *e, int grads, int member, float scale, double *t)
 {
     double t0 = selsync_now();
-    size_t n = 0;
+    size_t n = 0, ns = 0;
     uint64_t b0;
     selsync_status st;
 
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
+        float *v = grads && x->grad ? x->grad : x->param;
         if (!e->chosen[x->layer] || !syncs(e, x)) continue;
-        if (member) memcpy(e->fused + n, grads && x->grad ? x->grad : x->param, x->count * sizeof(float));
-        else memset(e->fused + n, 0, x->count * sizeof(float));
+        if (!member) memset(v, 0, x->count * sizeof(float));
+        e->seg[ns++] = (selsync_segment){v, x->count};
         n += x->count;
     }
     if (n == 0) return SELSYNC_OK;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
-    if ((st = e->comm.ops->sum_f32(e->comm.ctx, e->fused, n)) != SELSYNC_OK)
-        return comm_failed(e, st, "sum_f32", n);
+    if ((st = e->comm.ops->sum_f32v(e->comm.ctx, e->seg, ns, scale)) != SELSYNC_OK)
+        return comm_failed(e, st, "sum_f32v", n);
     if (n >= e->ratio_n) { /* the largest transfer: a full one once there was one */
         e->ratio = (double)(e->comm.ops->bytes_sent(e->comm.ctx) - b0) / ((double)n * sizeof(float));
         e->ratio_n = n;
-    }
-    n = 0;
-    for (size_t i = 0; i < e->nt; i++) {
-        const selsync_tensor *x = &e->t[i];
-        float *dst = grads && x->grad ? x->grad : x->param;
-        if (!e->chosen[x->layer] || !syncs(e, x)) continue;
-        for (size_t j = 0; j < x->count; j++) dst[j] = e->fused[n + j] * scale;
-        n += x->count;
     }
     *t += selsync_now() - t0;
     return SELSYNC_OK;
@@ -804,7 +798,7 @@ void selsync_get_totals(const selsync_engine *e, selsync_totals *out)
     memset(out, 0, sizeof *out);
     if (!e) return;
     *out = e->tot;
-    out->bsp_bytes = (uint64_t)((double)e->tot.steps * (double)e->fused_n * sizeof(float) * e->ratio + 0.5);
+    out->bsp_bytes = (uint64_t)((double)e->tot.steps * (double)e->sync_n * sizeof(float) * e->ratio + 0.5);
 }
 
 const char *selsync_engine_error(const selsync_engine *e)

@@ -40,6 +40,16 @@ typedef struct mpi_ctx {
     volatile int aborting;
     float *scratch;      /* sum_f32 scratch, kept between calls */
     size_t scratch_cap;  /* in floats */
+    float *pack;         /* reduce_scatter_block sum_f32v: the packed array */
+    size_t pack_cap;     /* in floats */
+    /* The ring's array: segments seg[0 .. nseg) back to back, segment k
+     * from element start[k]; start and the type map (len, disp) are kept
+     * between calls. */
+    const selsync_segment *seg;
+    size_t nseg, *start, start_cap;
+    int *len;
+    MPI_Aint *disp;
+    size_t map_cap;
     size_t chunk_bytes;  /* cap on bytes per MPI call */
     selsync_mpi_sum_algorithm sum_alg;
     uint64_t bytes;      /* bytes_sent estimate */
@@ -123,18 +133,17 @@ static int comm_size(void *ctx)
     return g.size;
 }
 
-static selsync_status reserve_scratch(size_t floats)
+/* Grows *p to hold n elements of esize bytes. */
+static selsync_status reserve(void **p, size_t *cap, size_t n, size_t esize)
 {
-    if (floats <= g.scratch_cap) return SELSYNC_OK;
-    free(g.scratch);
-    g.scratch = malloc(floats * sizeof(float));
-    if (!g.scratch) {
-        g.scratch_cap = 0;
-        set_error("sum_f32: cannot allocate %zu bytes of scratch on rank %d",
-                  floats * sizeof(float), g.rank);
+    if (n <= *cap) return SELSYNC_OK;
+    void *q = realloc(*p, n * esize);
+    if (!q) {
+        set_error("sum: cannot allocate %zu bytes on rank %d", n * esize, g.rank);
         return SELSYNC_ENOMEM;
     }
-    g.scratch_cap = floats;
+    *p = q;
+    *cap = n;
     return SELSYNC_OK;
 }
 
@@ -143,7 +152,7 @@ static selsync_status reserve_scratch(size_t floats)
 static selsync_status rs_ag_direct(float *buf, size_t n)
 {
     size_t block = n / (size_t)g.size;
-    selsync_status s = reserve_scratch(block);
+    selsync_status s = reserve((void **)&g.scratch, &g.scratch_cap, block, sizeof(float));
     if (s != SELSYNC_OK) return s;
     int rc = MPI_Reduce_scatter_block(buf, g.scratch, (int)block, MPI_FLOAT, MPI_SUM, g.comm);
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_scatter_block", rc);
@@ -160,7 +169,7 @@ static selsync_status rs_ag_padded(float *buf, size_t n)
     size_t p = (size_t)g.size;
     size_t block = (n + p - 1) / p;
     size_t padded = block * p;
-    selsync_status s = reserve_scratch(padded + block);
+    selsync_status s = reserve((void **)&g.scratch, &g.scratch_cap, padded + block, sizeof(float));
     if (s != SELSYNC_OK) return s;
     float *all = g.scratch, *mine = g.scratch + padded;
     memcpy(all, buf, n * sizeof(float));
@@ -213,16 +222,94 @@ static size_t blk_len(size_t n, size_t p, size_t b)
     return n / p + (b < n % p);
 }
 
-/* Ring reduce-scatter then ring allgather, in place, over MPI_Sendrecv.
- * Reduce-scatter step s (0 .. p-2): send block (r-s-1) to the right
- * neighbour, receive block (r-s-2) from the left one, segment by segment,
- * into the scratch and add it into buf; after p-1 steps rank r alone holds
- * the complete sum of block r. Allgather step s: send block (r-s) right,
- * receive block (r-s-1) from the left straight into buf. Segments: at most
- * RING_SEGMENT_BYTES in the reduce-scatter, chunk_elems() in the allgather
- * (<= INT_MAX elements, <= chunk_bytes). The scratch is allocated once and
- * kept, so calls do not page-fault. */
-static selsync_status sum_f32_ring(float *buf, size_t n)
+/* The ring works on segs as one array of *n elements. */
+static selsync_status set_segments(const selsync_segment *segs, size_t nseg, size_t *n)
+{
+    selsync_status st = reserve((void **)&g.start, &g.start_cap, nseg + 1, sizeof *g.start);
+    if (st != SELSYNC_OK) return st;
+    g.seg = segs;
+    g.nseg = nseg;
+    g.start[0] = 0;
+    for (size_t k = 0; k < nseg; k++) g.start[k + 1] = g.start[k] + segs[k].count;
+    *n = g.start[nseg];
+    return SELSYNC_OK;
+}
+
+/* Element pos (< the array's length) of the array; *run: how many follow
+ * it contiguously in its segment, itself included. */
+static float *at(size_t pos, size_t *run)
+{
+    size_t lo = 0, hi = g.nseg;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (g.start[mid] <= pos) lo = mid;
+        else hi = mid;
+    }
+    *run = g.start[lo + 1] - pos;
+    return g.seg[lo].data + (pos - g.start[lo]);
+}
+
+/* Elements [off, off + n) of the array as an MPI buffer: the segment itself
+ * when one holds them all, else MPI_BOTTOM and one element of a new
+ * hindexed type over their pieces (*type, to be freed). */
+static selsync_status view(size_t off, size_t n, void **buf, int *count, MPI_Datatype *type)
+{
+    size_t run, pieces = 0;
+    *type = MPI_FLOAT;
+    *count = (int)n;
+    *buf = n ? at(off, &run) : g.scratch;
+    if (n == 0 || run >= n) return SELSYNC_OK;
+    for (size_t d = 0; d < n; d += run, pieces++) at(off + d, &run);
+    size_t cap = g.map_cap;
+    selsync_status st = reserve((void **)&g.len, &cap, pieces, sizeof *g.len);
+    if (st == SELSYNC_OK) st = reserve((void **)&g.disp, &g.map_cap, pieces, sizeof *g.disp);
+    if (st != SELSYNC_OK) return st;
+    pieces = 0;
+    for (size_t d = 0; d < n; d += run, pieces++) {
+        float *p = at(off + d, &run);
+        if (run > n - d) run = n - d;
+        g.len[pieces] = (int)run;
+        MPI_Get_address(p, &g.disp[pieces]);
+    }
+    int rc = MPI_Type_create_hindexed((int)pieces, g.len, g.disp, MPI_FLOAT, type);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(type);
+    if (rc != MPI_SUCCESS) return mpi_fail("MPI_Type_create_hindexed", rc);
+    *buf = MPI_BOTTOM;
+    *count = 1;
+    return SELSYNC_OK;
+}
+
+/* Elements [off, off + n) of the array: x = x + src[i] (when src; with
+ * MPI_Reduce_local, the library's vectorised op, measured faster here than
+ * a plain C loop), then x = x * scale (unless 1), piece by piece while it
+ * is in cache. */
+static selsync_status apply(size_t off, size_t n, const float *src, float scale)
+{
+    size_t run;
+    for (size_t d = 0; d < n; d += run) {
+        float *p = at(off + d, &run);
+        if (run > n - d) run = n - d;
+        int rc = src ? MPI_Reduce_local(src + d, p, (int)run, MPI_FLOAT, MPI_SUM) : MPI_SUCCESS;
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", rc);
+        if (scale != 1.0f)
+            for (size_t i = 0; i < run; i++) p[i] *= scale;
+    }
+    return SELSYNC_OK;
+}
+
+/* Ring reduce-scatter then ring allgather, in place in the array of
+ * set_segments (n elements), over MPI_Sendrecv. Reduce-scatter step s
+ * (0 .. p-2): send block (r-s-1) to the right neighbour, receive block
+ * (r-s-2) from the left one, segment by segment, into the scratch and add
+ * it into the array; after p-1 steps rank r alone holds the complete sum of
+ * block r, which it multiplies by scale as it completes. Allgather step s: send
+ * block (r-s) right, receive block (r-s-1) from the left straight into the
+ * array. Segments: at most RING_SEGMENT_BYTES in the reduce-scatter,
+ * chunk_elems() in the allgather (<= INT_MAX elements, <= chunk_bytes).
+ * A message whose elements span several of the caller's segments travels
+ * as an hindexed type over them. The scratch is allocated once and kept,
+ * so calls do not page-fault. */
+static selsync_status ring(size_t n, float scale)
 {
     size_t p = (size_t)g.size, r = (size_t)g.rank;
     int right = (int)((r + 1) % p), left = (int)((r + p - 1) % p);
@@ -231,46 +318,71 @@ static selsync_status sum_f32_ring(float *buf, size_t n)
     if (seg_rs == 0) seg_rs = 1;
     size_t seg_ag = chunk_elems(sizeof(float));
     size_t maxblk = blk_len(n, p, 0);
-    selsync_status st = reserve_scratch(maxblk < seg_rs ? maxblk : seg_rs);
-    if (st != SELSYNC_OK) return st;
+    size_t need = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
+    selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, need, sizeof(float));
     float *tmp = g.scratch;
     uint64_t sent = 0;
-    for (int phase = 0; phase < 2; ++phase) {
+    if (p == 1 && st == SELSYNC_OK) st = apply(0, n, NULL, scale);
+    for (int phase = 0; phase < 2 && st == SELSYNC_OK; ++phase) {
         size_t seg = phase == 0 ? seg_rs : seg_ag;
-        for (size_t s = 0; s + 1 < p; ++s) {
+        for (size_t s = 0; s + 1 < p && st == SELSYNC_OK; ++s) {
             size_t sb = phase == 0 ? (r + 2 * p - s - 1) % p : (r + p - s) % p;
             size_t rb = (sb + p - 1) % p;
-            float *sp = buf + blk_off(n, p, sb), *rp = buf + blk_off(n, p, rb);
+            size_t so = blk_off(n, p, sb), ro = blk_off(n, p, rb);
             size_t sl = blk_len(n, p, sb), rl = blk_len(n, p, rb);
             /* Every rank runs the same number of segments per step (those
              * of the largest block), so each send has its matching receive
              * even where a block is shorter or empty. */
-            for (size_t o = 0; o < maxblk; o += seg) {
+            for (size_t o = 0; o < maxblk && st == SELSYNC_OK; o += seg) {
                 size_t sc = o < sl ? (sl - o < seg ? sl - o : seg) : 0;
                 size_t rc = o < rl ? (rl - o < seg ? rl - o : seg) : 0;
-                int e = MPI_Sendrecv(sp + o, (int)sc, MPI_FLOAT, right, 0,
-                                     phase == 0 ? tmp : rp + o, (int)rc, MPI_FLOAT, left, 0,
-                                     g.comm, MPI_STATUS_IGNORE);
-                if (e != MPI_SUCCESS) return mpi_fail("MPI_Sendrecv", e);
-                if (phase == 0 && rc) {
-                    /* rp[o..] += tmp[..] with the library's vectorised op
-                     * (measured faster here than a plain C loop). */
-                    e = MPI_Reduce_local(tmp, rp + o, (int)rc, MPI_FLOAT, MPI_SUM);
-                    if (e != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", e);
+                MPI_Datatype stype = MPI_FLOAT, rtype = MPI_FLOAT;
+                void *sbuf, *rbuf = tmp;
+                int scount, rcount = (int)rc;
+                st = view(so + o, sc, &sbuf, &scount, &stype);
+                if (st == SELSYNC_OK && phase == 1) st = view(ro + o, rc, &rbuf, &rcount, &rtype);
+                if (st == SELSYNC_OK) {
+                    int e = MPI_Sendrecv(sbuf, scount, stype, right, 0, rbuf, rcount, rtype, left, 0,
+                                         g.comm, MPI_STATUS_IGNORE);
+                    if (e != MPI_SUCCESS) st = mpi_fail("MPI_Sendrecv", e);
                 }
+                if (stype != MPI_FLOAT) MPI_Type_free(&stype);
+                if (rtype != MPI_FLOAT) MPI_Type_free(&rtype);
+                /* The last reduce-scatter step completes block r: scaled here. */
+                if (st == SELSYNC_OK && phase == 0) st = apply(ro + o, rc, tmp, s + 2 == p ? scale : 1.0f);
                 sent += sc * sizeof(float);
             }
         }
     }
     g.bytes += sent;
-    return SELSYNC_OK;
+    return st;
 }
 
 static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
 {
     selsync_status s = check_live(ctx, buf, n, "sum_f32");
     if (s != SELSYNC_OK || n == 0 || g.size == 1) return s;
-    return g.sum_alg == SELSYNC_MPI_SUM_RSB ? sum_f32_rsb(buf, n) : sum_f32_ring(buf, n);
+    if (g.sum_alg == SELSYNC_MPI_SUM_RSB) return sum_f32_rsb(buf, n);
+    selsync_segment one = {buf, n};
+    if ((s = set_segments(&one, 1, &n)) != SELSYNC_OK) return s;
+    return ring(n, 1.0f);
+}
+
+/* The ring in place; reduce_scatter_block on a packed copy. */
+static selsync_status comm_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    size_t n;
+    selsync_status s = check_live(ctx, segs, nseg, "sum_f32v");
+    for (size_t k = 0; k < nseg && s == SELSYNC_OK; k++) s = check_live(ctx, segs[k].data, segs[k].count, "sum_f32v");
+    if (s != SELSYNC_OK || (s = set_segments(segs, nseg, &n)) != SELSYNC_OK || n == 0) return s;
+    if (g.sum_alg == SELSYNC_MPI_SUM_RING || g.size == 1) return ring(n, scale);
+    if ((s = reserve((void **)&g.pack, &g.pack_cap, n, sizeof *g.pack)) != SELSYNC_OK) return s;
+    for (size_t k = 0; k < nseg; k++)
+        memcpy(g.pack + g.start[k], segs[k].data, segs[k].count * sizeof(float));
+    if ((s = sum_f32_rsb(g.pack, n)) != SELSYNC_OK) return s;
+    for (size_t k = 0; k < nseg; k++)
+        for (size_t i = 0; i < segs[k].count; i++) segs[k].data[i] = g.pack[g.start[k] + i] * scale;
+    return SELSYNC_OK;
 }
 
 static selsync_status allreduce_chunks(void *buf, size_t n, size_t esize, MPI_Datatype type,
@@ -413,6 +525,7 @@ static const selsync_comm_ops mpi_ops = {
     .size = comm_size,
     .any = comm_any,
     .sum_f32 = comm_sum_f32,
+    .sum_f32v = comm_sum_f32v,
     .sum_f64 = comm_sum_f64,
     .bcast = comm_bcast,
     .bytes_sent = comm_bytes_sent,
@@ -546,8 +659,15 @@ void selsync_mpi_finalize(void)
     g.comm = g.p2p = MPI_COMM_NULL;
     g.own_init = 0;
     free(g.scratch);
-    g.scratch = NULL;
-    g.scratch_cap = 0;
+    free(g.pack);
+    free(g.start);
+    free(g.len);
+    free(g.disp);
+    g.scratch = g.pack = NULL;
+    g.start = NULL;
+    g.len = NULL;
+    g.disp = NULL;
+    g.scratch_cap = g.pack_cap = g.start_cap = g.map_cap = 0;
 }
 
 int selsync_mpi_active(void)

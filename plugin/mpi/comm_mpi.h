@@ -29,6 +29,14 @@
  *             place, the last n % N elements in a padded scratch).
  *             Slower with Open MPI 4.1, whose default reduce_scatter_block
  *             is a linear reduce to rank 0 plus a scatterv.
+ *   sum_f32v  ring: the same ring in place over the caller's segments as
+ *             one array (the same blocks, order and bits as sum_f32 of the
+ *             packed array); a message whose elements span segments travels
+ *             as an MPI hindexed type over them; each rank multiplies the
+ *             block it owns by scale after the reduce-scatter, so the
+ *             allgather spreads scaled sums. reduce_scatter_block: sum_f32
+ *             of a packed copy (kept between calls), scaled while unpacked.
+ *             Counted in bytes_sent as sum_f32 of the total count.
  *   any       MPI_Allreduce(MPI_BOR) on MPI_UINT8_T.
  *   sum_f64   MPI_Allreduce(MPI_SUM) on MPI_DOUBLE (no bitwise guarantee).
  *   bcast     MPI_Bcast of MPI_BYTE.

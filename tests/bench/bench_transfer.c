@@ -1,16 +1,26 @@
 /* Usage: mpirun -np N bench_transfer [REPS] [WARMUP] [MIB...]
- * Times the MPI transport's sum_f32 (reduce-scatter + allgather, bitwise
- * identical on all ranks; default ring implementation, "ours") against a bare
- * MPI_Allreduce(MPI_SUM, MPI_FLOAT) of the same byte count on the same
- * ranks, and for reference the transport's MPI_Reduce_scatter_block variant
- * ("rsb"). Per payload (default 1, 8 and 32 MiB): WARMUP untimed calls of
- * each, then REPS timed repetitions (default 20), interleaved and rotating
- * which goes first, each call between barriers, its time the slowest rank's.
- * Rank 0 prints median ms per call, algorithm throughput (payload bytes /
- * time), the throughput ratio ours/bare (>= 0.90 is the goal), minor page
- * faults per call of ours and of bare (the most of any rank: a library that
- * maps a fresh temporary per call pays for first touches) and whether the
- * bare allreduce happened to give identical bits on all ranks. */
+ * Times, on the same ranks and byte count:
+ *   ours   the MPI transport's sum_f32 (reduce-scatter + allgather, bitwise
+ *          identical on all ranks; default ring implementation);
+ *   fused  the engine's synchronisation as a training step pays for it:
+ *          selsync_after_update of an engine (method = bsp, aggregate =
+ *          params) over FUSED_LAYERS synthetic layers whose parameters total
+ *          the payload, i.e. one sum_f32v over the tensors in place (the
+ *          ring, scaled by 1/N);
+ *   bare   MPI_Allreduce(MPI_SUM, MPI_FLOAT) in place;
+ *   rsb    for reference, the transport's MPI_Reduce_scatter_block variant.
+ * Per payload (default 1, 8 and 32 MiB): WARMUP untimed calls of each, then
+ * REPS timed repetitions (default 20), interleaved and rotating which goes
+ * first, each call between barriers, its time the slowest rank's (the
+ * engine's selsync_before_update, which measures the gradient, runs before
+ * the barrier, untimed). Rank 0 prints median ms per call, algorithm
+ * throughput of ours and bare (payload bytes / time), the throughput ratios
+ * ours/bare and fused/bare (>= 0.90 is the goal), minor page faults per
+ * call of ours, fused and bare (the most of any rank: a library that maps a
+ * fresh temporary per call pays for first touches) and whether the bare
+ * allreduce happened to give identical bits on all ranks. The run fails
+ * when ours or rsb differ between ranks or fused is not ours * (1/N)
+ * bitwise. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <limits.h>
@@ -23,6 +33,11 @@
 #include <sys/resource.h>
 
 #include "comm_mpi.h"
+#include "selsync/engine.h"
+
+/* The timed operations, in buf[] order. */
+enum { OURS, BARE, RSB, FUSED, N_OPS };
+enum { FUSED_LAYERS = 4 };
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -65,6 +80,73 @@ static int same_everywhere(uint64_t h)
     return lo == hi;
 }
 
+/* 1 when x holds on all ranks. */
+static int all_ranks(int x)
+{
+    int all = 0;
+    MPI_Allreduce(&x, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    return all;
+}
+
+static void *xmalloc(size_t bytes)
+{
+    void *p = malloc(bytes);
+    if (!p) {
+        fprintf(stderr, "out of memory for %zu bytes\n", bytes);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+/* The engine whose selsync_after_update is timed: FUSED_LAYERS trained
+ * tensors, views into param[0 .. n) in order (adjacent, but separate
+ * tensors to the engine), with zero grads (grad, n floats, owned by the
+ * caller); every step synchronises all parameters. Exits the job on
+ * failure. */
+static selsync_engine *fused_engine(const selsync_comm *c, float *param, float *grad, size_t n)
+{
+    selsync_tensor t[FUSED_LAYERS];
+    selsync_model m = {t, FUSED_LAYERS, FUSED_LAYERS, 0};
+    selsync_config cfg;
+    selsync_engine *e = NULL;
+    char err[512];
+    size_t off = 0;
+    for (size_t l = 0; l < FUSED_LAYERS; off += t[l].count, ++l)
+        t[l] = (selsync_tensor){param + off, grad + off, n / FUSED_LAYERS + (l < n % FUSED_LAYERS), l,
+                                SELSYNC_TENSOR_TRAINED};
+    memset(grad, 0, n * sizeof *grad);
+    selsync_config_default(&cfg, "bench_transfer", 0);
+    if (selsync_config_set(&cfg, "method", "bsp", 1, err, sizeof err) != SELSYNC_OK ||
+        selsync_config_set(&cfg, "aggregate", "params", 2, err, sizeof err) != SELSYNC_OK ||
+        selsync_config_finish(&cfg, err, sizeof err) != SELSYNC_OK ||
+        selsync_create(&cfg, c, &m, &e, err, sizeof err) != SELSYNC_OK) {
+        fprintf(stderr, "bench_transfer: engine: %s\n", err);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return e;
+}
+
+/* One untimed selsync_before_update; the job ends on failure. */
+static void fused_prepare(selsync_engine *e)
+{
+    if (selsync_before_update(e, 1.0, 0.1) != SELSYNC_OK) {
+        fprintf(stderr, "bench_transfer: %s\n", selsync_engine_error(e));
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+}
+
+/* 1 when fused[i] == ours[i] * (1/size) bitwise for every i, on all ranks. */
+static int fused_is_mean(const float *fused, const float *ours, size_t n, int size)
+{
+    float scale = 1.0f / (float)size;
+    int ok = 1;
+    for (size_t i = 0; i < n && ok; ++i) {
+        float m = ours[i] * scale;
+        ok = memcmp(&m, &fused[i], sizeof m) == 0;
+    }
+    return all_ranks(ok);
+}
+
 int main(int argc, char **argv)
 {
     selsync_comm c;
@@ -86,19 +168,14 @@ int main(int argc, char **argv)
     if (reps < 1) reps = 1;
     if (warmup < 0) warmup = 0;
 
-    double *t[3];
-    for (int j = 0; j < 3; ++j) {
-        t[j] = malloc((size_t)reps * sizeof(double));
-        if (!t[j]) {
-            fprintf(stderr, "out of memory\n");
-            MPI_Abort(MPI_COMM_WORLD, 1);
-        }
-    }
+    double *t[N_OPS];
+    for (int j = 0; j < N_OPS; ++j) t[j] = xmalloc((size_t)reps * sizeof(double));
     if (rank == 0) {
         printf("# %d ranks, %d timed reps after %d warm-up calls, median per call\n", size, reps,
                warmup);
-        printf("%10s %9s %9s %9s %10s %10s %7s %6s %6s %s\n", "bytes", "ours ms", "bare ms",
-               "rsb ms", "ours GB/s", "bare GB/s", "ratio", "flt/o", "flt/b", "bare identical");
+        printf("%10s %9s %9s %9s %9s %10s %10s %6s %6s %6s %6s %6s %s\n", "bytes", "ours ms",
+               "fused ms", "bare ms", "rsb ms", "ours GB/s", "bare GB/s", "o/bare", "f/bare", "flt/o",
+               "flt/f", "flt/b", "bare identical");
     }
     int status = 0;
     for (int k = 0; k < n_sizes; ++k) {
@@ -109,58 +186,58 @@ int main(int argc, char **argv)
             status = 2;
             continue;
         }
-        float *buf[3];
-        for (int j = 0; j < 3; ++j) {
-            buf[j] = malloc(bytes);
-            if (!buf[j]) {
-                fprintf(stderr, "out of memory for %zu bytes\n", bytes);
-                MPI_Abort(MPI_COMM_WORLD, 1);
-            }
-            fill(buf[j], n, rank);
-        }
-        long faults[3] = {0, 0, 0}, fmax[3];
-        /* j: 0 ours (ring), 1 bare MPI_Allreduce, 2 ours (reduce_scatter_block) */
+        float *buf[N_OPS], *grad = xmalloc(bytes);
+        for (int j = 0; j < N_OPS; ++j) buf[j] = xmalloc(bytes);
+        selsync_engine *e = fused_engine(&c, buf[FUSED], grad, n);
+        long faults[N_OPS] = {0}, fmax[N_OPS];
         for (int r = -warmup; r < reps; ++r) {
-            double tl[3];
-            long fl[3];
-            for (int j = 0; j < 3; ++j) fill(buf[j], n, rank);
-            for (int i = 0; i < 3; ++i) {
-                int j = (i + (r < 0 ? 0 : r)) % 3;
+            double tl[N_OPS], tm[N_OPS];
+            long fl[N_OPS];
+            for (int j = 0; j < N_OPS; ++j) fill(buf[j], n, rank);
+            for (int i = 0; i < N_OPS; ++i) {
+                int j = (i + (r < 0 ? 0 : r)) % N_OPS;
+                if (j == FUSED) fused_prepare(e);
                 MPI_Barrier(MPI_COMM_WORLD);
                 long f0 = minor_faults();
                 double t0 = MPI_Wtime();
-                if (j == 1) {
-                    MPI_Allreduce(MPI_IN_PLACE, buf[1], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                if (j == BARE) {
+                    MPI_Allreduce(MPI_IN_PLACE, buf[j], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+                } else if (j == FUSED) {
+                    if (selsync_after_update(e) != SELSYNC_OK) status = 1;
                 } else {
-                    selsync_mpi_set_sum_algorithm(j == 0 ? SELSYNC_MPI_SUM_RING : SELSYNC_MPI_SUM_RSB);
+                    selsync_mpi_set_sum_algorithm(j == OURS ? SELSYNC_MPI_SUM_RING : SELSYNC_MPI_SUM_RSB);
                     if (c.ops->sum_f32(c.ctx, buf[j], n) != SELSYNC_OK) status = 1;
+                    selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING); /* the engine's sum_f32 */
                 }
                 tl[j] = MPI_Wtime() - t0;
                 fl[j] = minor_faults() - f0;
             }
-            if (r >= 0)
-                for (int j = 0; j < 3; ++j) faults[j] += fl[j];
-            double tm[3];
-            MPI_Allreduce(tl, tm, 3, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-            if (r >= 0)
-                for (int j = 0; j < 3; ++j) t[j][r] = tm[j];
+            MPI_Allreduce(tl, tm, N_OPS, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+            for (int j = 0; j < N_OPS && r >= 0; ++j) {
+                faults[j] += fl[j];
+                t[j][r] = tm[j];
+            }
         }
-        selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
-        /* Identity of the last results on all ranks (ours must be). */
-        int ours_same = same_everywhere(fnv1a(buf[0], bytes)) && same_everywhere(fnv1a(buf[2], bytes));
-        int bare_same = same_everywhere(fnv1a(buf[1], bytes));
-        if (!ours_same) status = 1;
-        MPI_Reduce(faults, fmax, 3, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
-        double mo = median(t[0], reps), mb = median(t[1], reps), mr = median(t[2], reps);
+        /* ours and rsb must give identical bits everywhere, fused their mean. */
+        int ours_ok = same_everywhere(fnv1a(buf[OURS], bytes)) && same_everywhere(fnv1a(buf[RSB], bytes)) &&
+                      fused_is_mean(buf[FUSED], buf[OURS], n, size);
+        int bare_same = same_everywhere(fnv1a(buf[BARE], bytes));
+        if (!ours_ok) status = 1;
+        MPI_Reduce(faults, fmax, N_OPS, MPI_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+        double mo = median(t[OURS], reps), mf = median(t[FUSED], reps), mb = median(t[BARE], reps),
+               mr = median(t[RSB], reps);
         if (rank == 0) {
-            printf("%10zu %9.3f %9.3f %9.3f %10.2f %10.2f %7.2f %6ld %6ld %s%s\n", bytes, mo * 1e3,
-                   mb * 1e3, mr * 1e3, bytes / mo * 1e-9, bytes / mb * 1e-9, mb / mo,
-                   fmax[0] / reps, fmax[1] / reps, bare_same ? "yes" : "no", ours_same ? "" : "  (ours NOT identical: bug)");
+            printf("%10zu %9.3f %9.3f %9.3f %9.3f %10.2f %10.2f %6.2f %6.2f %6ld %6ld %6ld %s%s\n", bytes,
+                   mo * 1e3, mf * 1e3, mb * 1e3, mr * 1e3, bytes / mo * 1e-9, bytes / mb * 1e-9, mb / mo,
+                   mb / mf, fmax[OURS] / reps, fmax[FUSED] / reps, fmax[BARE] / reps, bare_same ? "yes" : "no",
+                   ours_ok ? "" : "  (ours NOT identical or fused NOT ours/N: bug)");
             fflush(stdout);
         }
-        for (int j = 0; j < 3; ++j) free(buf[j]);
+        selsync_destroy(e);
+        free(grad);
+        for (int j = 0; j < N_OPS; ++j) free(buf[j]);
     }
-    for (int j = 0; j < 3; ++j) free(t[j]);
+    for (int j = 0; j < N_OPS; ++j) free(t[j]);
     selsync_mpi_finalize();
     return status;
 }

@@ -162,6 +162,46 @@ static void check_sum_f32(size_t n, uint64_t seed, const char *label)
     free(ref0);
 }
 
+/* sum_f32v over n elements cut into separately allocated segments of odd
+ * lengths (and some empty ones; with rank_split the cuts differ between
+ * ranks): must equal sum_f32 of the packed array times scale, bit for bit. */
+static void check_sum_f32v(size_t n, float scale, int rank_split, uint64_t seed, const char *label)
+{
+    char name[200];
+    enum { MAX_SEG = 4096 };
+    static selsync_segment seg[MAX_SEG];
+    size_t nseg = 0, bad = 0;
+    float *ref = malloc((n ? n : 1) * sizeof(float));
+    snprintf(name, sizeof name, "sum_f32v n=%zu scale=%g%s%s == sum_f32 of the packed array * scale", n,
+             (double)scale, rank_split ? ", cuts differ between ranks" : "", label);
+    for (size_t pos = 0, k = 0; (pos < n || nseg < 2) && nseg < MAX_SEG; ++k) {
+        uint64_t h = splitmix64(seed + k + (rank_split ? (uint64_t)g_rank << 32 : 0));
+        size_t len = k % 5 == 3 ? 0 : 2 * (size_t)(h % 600) + 1;
+        if (len > n - pos || nseg == MAX_SEG - 1) len = n - pos;
+        seg[nseg].count = len;
+        seg[nseg].data = len ? malloc(len * sizeof(float)) : NULL;
+        if ((len && !seg[nseg].data) || !ref) {
+            note(name, "out of memory");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (size_t i = 0; i < len; ++i) seg[nseg].data[i] = ref[pos + i] = input(g_rank, pos + i, seed);
+        pos += len;
+        ++nseg;
+    }
+    selsync_status s = C.ops->sum_f32(C.ctx, ref, n), sv = C.ops->sum_f32v(C.ctx, seg, nseg, scale);
+    int ok = s == SELSYNC_OK && sv == SELSYNC_OK;
+    if (!ok) note(name, "status %s / %s: %s", selsync_status_str(s), selsync_status_str(sv), selsync_mpi_last_error());
+    for (size_t k = 0, pos = 0; k < nseg; pos += seg[k].count, free(seg[k].data), ++k)
+        for (size_t i = 0; ok && i < seg[k].count; ++i) {
+            float want = ref[pos + i] * scale;
+            if (memcmp(&want, &seg[k].data[i], sizeof want) != 0 && !bad++)
+                note(name, "element %zu: got %.9g, want %.9g", pos + i, seg[k].data[i], want);
+        }
+    if (bad) note(name, "%zu elements differ", bad);
+    check(name, ok && !bad);
+    free(ref);
+}
+
 static void check_any(void)
 {
     /* Flag i is set on rank i % (size + 1) only, so on no rank when that is
@@ -389,6 +429,10 @@ static int run_single(int *argc, char ***argv)
         s = c.ops->sum_f32(c.ctx, v, 3);
         SINGLE_CHECK("sum_f32 is the identity",
                      s == SELSYNC_OK && v[0] == 1.5f && v[1] == -2.0f && v[2] == 3.25f);
+        selsync_segment segs[2] = {{v, 1}, {v + 1, 2}};
+        s = c.ops->sum_f32v(c.ctx, segs, 2, 0.5f);
+        SINGLE_CHECK("sum_f32v only scales",
+                     s == SELSYNC_OK && v[0] == 0.75f && v[1] == -1.0f && v[2] == 1.625f);
     }
     selsync_mpi_finalize();
     selsync_mpi_finalize();
@@ -506,6 +550,25 @@ int main(int argc, char **argv)
         selsync_mpi_set_chunk_bytes(1);  /* one float per call */
         snprintf(label, sizeof label, "%s, chunked (1 float per call)", algs[a].label);
         check_sum_f32(2 * (size_t)g_size + 1, 79, label);
+        selsync_mpi_set_chunk_bytes(prev);
+    }
+    selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
+    for (int a = 0; a < 2; ++a) {
+        char label[96];
+        float third = 1.0f / 3.0f, mean = 1.0f / (float)g_size;
+        selsync_mpi_set_sum_algorithm(algs[a].alg);
+        check_sum_f32v(0, mean, 0, 90, algs[a].label);
+        check_sum_f32v(1, mean, 0, 91, algs[a].label);
+        check_sum_f32v(2 * (size_t)g_size + 1, third, 1, 92, algs[a].label);
+        check_sum_f32v(100003, mean, 0, 93, algs[a].label);
+        check_sum_f32v(100003, 1.0f, 1, 94, algs[a].label);
+        check_sum_f32v(300007, third, 1, 95, algs[a].label);
+        prev = selsync_mpi_set_chunk_bytes(4000);
+        snprintf(label, sizeof label, "%s, chunked (4000-byte calls)", algs[a].label);
+        check_sum_f32v(100003, mean, 1, 96, label);
+        selsync_mpi_set_chunk_bytes(4);
+        snprintf(label, sizeof label, "%s, chunked (1 float per call)", algs[a].label);
+        check_sum_f32v(1001, mean, 1, 97, label);
         selsync_mpi_set_chunk_bytes(prev);
     }
     selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);

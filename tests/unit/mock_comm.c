@@ -36,6 +36,21 @@ static selsync_status m_sum_f32(void *ctx, float *buf, size_t n)
     return SELSYNC_OK;
 }
 
+/* m_sum_f32 over a packed copy, then x * scale back into the segments. */
+static selsync_status m_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    static float packed[MOCK_MAX_ELEMS];
+    size_t n = 0;
+    selsync_status st;
+    for (size_t k = 0; k < nseg; n += segs[k].count, k++)
+        if (n + segs[k].count <= MOCK_MAX_ELEMS) memcpy(packed + n, segs[k].data, segs[k].count * sizeof(float));
+    if ((st = m_sum_f32(ctx, packed, n)) != SELSYNC_OK) return st; /* n > MOCK_MAX_ELEMS fails */
+    n = 0;
+    for (size_t k = 0; k < nseg; n += segs[k].count, k++)
+        for (size_t i = 0; i < segs[k].count; i++) segs[k].data[i] = packed[n + i] * scale;
+    return SELSYNC_OK;
+}
+
 static selsync_status m_sum_f64(void *ctx, double *buf, size_t n)
 {
     mock_comm *m = ctx;
@@ -109,7 +124,7 @@ static selsync_status m_recv(void *ctx, int source, int tag, void *buf, size_t b
 }
 
 static const selsync_comm_ops mock_ops = {
-    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
+    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
 };
 
 void mock_init(mock_comm *m, int rank, int size)

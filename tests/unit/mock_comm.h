@@ -35,7 +35,8 @@ typedef struct mock_comm {
     uint8_t any_last_in[MOCK_MAX_FLAGS]; /* this rank's flags in the last call */
 
     /* sum_f32: buf[i] += remote_scale * buf[i] + remote[i] (remote may be
-     * NULL; it must then hold at least n entries). */
+     * NULL; it must then hold at least n entries). sum_f32v: the same over
+     * the packed segments (counted as one sum_f32 call), then x * scale. */
     float remote_scale;
     const float *remote;
     size_t remote_n;

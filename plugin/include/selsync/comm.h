@@ -20,6 +20,12 @@ typedef struct selsync_msg {
     size_t bytes;
 } selsync_msg;
 
+/* count floats at data (data may be NULL when count is 0). */
+typedef struct selsync_segment {
+    float *data;
+    size_t count;
+} selsync_segment;
+
 typedef struct selsync_comm_ops {
     const char *name;
     int (*rank)(void *ctx);
@@ -29,6 +35,11 @@ typedef struct selsync_comm_ops {
     /* buf[i] = sum over all ranks of buf[i]; every rank receives the same
      * bits (so identical inputs to a later division give identical means). */
     selsync_status (*sum_f32)(void *ctx, float *buf, size_t n);
+    /* sum_f32 in place over the concatenation of the segments (which must
+     * not overlap; the total count must be the same on every rank, the
+     * split may differ), each sum then multiplied by scale: the same bits
+     * on every rank as sum_f32 over a packed copy followed by x * scale. */
+    selsync_status (*sum_f32v)(void *ctx, const selsync_segment *segs, size_t nseg, float scale);
     /* buf[i] = sum over all ranks of buf[i], for small statistics. */
     selsync_status (*sum_f64)(void *ctx, double *buf, size_t n);
     /* Copies root's buf to every rank. */
