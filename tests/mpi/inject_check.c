@@ -1,7 +1,10 @@
 /* Usage: inject_check CFG STEPS OUT_PREFIX
- * Drives the Darknet adapter's data injection with synthetic batches: every
- * loaded row i of rank r at step t holds (r, t, i) and the class (r+i) % C.
- * After BATCH_LOADED it checks the batch: full, this rank's own rows first,
+ * Drives the Darknet adapter's data injection with synthetic batches, as
+ * Darknet's trainers do: BATCH_REQUESTED before every load (the count the
+ * adapter asks for), one load in flight while a step trains. Every loaded
+ * row i of rank r at step t holds (r, t, i) and the class (r+i) % C.
+ * After BATCH_LOADED it checks the batch: full, this rank's own rows first
+ * (all it loaded; more than the others' count only on a sender),
  * then the shared rows of every other sender in ascending order, each
  * exactly the first rows that sender loaded, with their classes. Writes
  * OUT_PREFIX.RANK.senders, one line per step: "step: s0 s1 ... ok|BAD why",
@@ -44,14 +47,18 @@ int main(int argc, char **argv)
     }
     train_plan plan = {paths, 64, 4, batch, labels, CLASSES, NULL};
     net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
-    int load = plan.images;
+    int own_load = plan.images; /* b': what a rank that does not send loads */
+    int load = batch, next = batch;
+    net->hook(net, BATCH_REQUESTED, &load, net->hook_user); /* step 0's load */
 
     char path[1024];
     snprintf(path, sizeof path, "%s.%d.senders", argv[3], rank);
     FILE *out = fopen(path, "w");
     if (!out) return 1;
     int bad = 0;
-    for (int t = 0; t < steps; ++t) {
+    for (int t = 0; t < steps; ++t, load = next) {
+        next = batch;
+        net->hook(net, BATCH_REQUESTED, &next, net->hook_user); /* step t+1's load */
         data d = {0};
         d.X = make_matrix(load, 3);
         d.y = make_matrix(load, CLASSES);
@@ -67,7 +74,8 @@ int main(int argc, char **argv)
         for (int i = 0; i < own && !why; ++i)
             if ((int)d.X.vals[i][1] != t || (int)d.X.vals[i][2] != i) why = "own rows out of order";
         int senders[64], k = 0;
-        if (own == load) senders[k++] = rank; /* kept all it loaded: a sender */
+        if (own != load) why = "own rows not all kept";
+        if (load != own_load) senders[k++] = rank; /* loaded more: a sender */
         int shared = -1, prev = -1;
         for (int i = own; i < d.X.rows && !why;) {
             int from = (int)d.X.vals[i][0], n = 0;
