@@ -51,6 +51,11 @@ check "classifier injection: only senders load their shared images" 'loads_match
 
 # --- detector ------------------------------------------------------------------
 python3 "$here/make_tiny_detection.py" "$work/det" 8
+# one image whose label file holds each class once, the higher class first:
+# its class is 0 (a tie goes to the lowest class)
+cp "$work/det/images/img000.png" "$work/det/images/tie.png"
+printf '1 0.25 0.25 0.2 0.3\n0 0.70 0.70 0.3 0.2\n' >"$work/det/labels/tie.txt"
+echo "$work/det/images/tie.png" >>"$work/det/train.list"
 { cat "$work/det/tiny.cfg"; printf '\n[selsync]\nmethod=bsp\n'; } >"$work/det.cfg"
 cp "$work/det.cfg" "$work/det-skew.cfg"
 printf 'partition=label:1\ninject_alpha=0.5\ninject_beta=0.5\nlog=%s/det.%%r.tsv\n' "$work" >>"$work/det-skew.cfg"
@@ -63,6 +68,11 @@ check "detector summary" 'grep -q "^selsync: summary: method=bsp, 2 ranks, 6 ste
 # and injection: detection samples (image + boxes) travel between ranks
 mpi -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det-skew.cfg" >"$work/det-skew.out" 2>&1
 check "detector with label:1 and injection exits 0" '[ $? -eq 0 ]'
+# expected files per class: the most frequent class of a label file, a tie
+# going to the lowest class
+want0=$(for f in "$work"/det/labels/*.txt; do awk '{ n[$1]++ } END { b = -1; for (c = 0; c < 2; c++) if (n[c] > (b < 0 ? 0 : n[b])) b = c; print b }' "$f"; done | grep -c '^0$')
+want1=$(for f in "$work"/det/labels/*.txt; do awk '{ n[$1]++ } END { b = -1; for (c = 0; c < 2; c++) if (n[c] > (b < 0 ? 0 : n[b])) b = c; print b }' "$f"; done | grep -c '^1$')
+check "detector partition: a file's class is its most frequent, ties to the lowest ($want0 and $want1 files)" 'grep -q "^selsync: rank 0: partition label rank 0: $want0 samples; 0:$want0$" "$work/det-skew.out" && grep -q "^selsync: rank 0: partition label rank 1: $want1 samples; 1:$want1$" "$work/det-skew.out"'
 check "detector partition by label files" 'grep -q "^selsync: rank 0: partition label rank 0: [0-9]* samples; 0:[0-9]*$" "$work/det-skew.out" && grep -q "^selsync: rank 0: partition label rank 1: [0-9]* samples; 1:[0-9]*$" "$work/det-skew.out"'
 check "detector injection: only senders load their shared images" 'loads_match "$work/det-skew.out"'
 check "detector injection bytes recorded" 'awk -F"\t" "!/^#/ && \$1 != \"step\" { s += \$11 } END { exit !(s > 0) }" "$work/det.0.tsv" "$work/det.1.tsv"'
@@ -86,7 +96,7 @@ mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/bad.cfg" >"$wor
 rc=$?
 check "bad [selsync] value: job fails (status $rc)" '[ $rc -ne 0 ] && [ $rc -ne 124 ]'
 check "bad [selsync] value: message names file, line and key" 'grep -q "$work/bad.cfg:[0-9]*: \[selsync\] delta = .-1.: out of range" "$work/bad.out"'
-check "bad [selsync] value: every rank reports it" 'grep -q "^selsync: rank 0: $work/bad.cfg:[0-9]*: \[selsync\] delta" "$work/bad.out" && grep -q "^selsync: rank 1: $work/bad.cfg:[0-9]*: \[selsync\] delta" "$work/bad.out"'
+check "bad [selsync] value: every rank reports it" 'grep -q "selsync: rank 0: $work/bad.cfg:[0-9]*: \[selsync\] delta" "$work/bad.out" && grep -q "selsync: rank 1: $work/bad.cfg:[0-9]*: \[selsync\] delta" "$work/bad.out"'
 
 sed 's/^delta=0.3$/partition=label:11/' "$work/cls.cfg" >"$work/k11.cfg"
 mpi -np 2 "$darknet" classifier train "$work/fmnist.data" "$work/k11.cfg" >"$work/k11.out" 2>&1
