@@ -279,20 +279,27 @@ static selsync_status view(size_t off, size_t n, void **buf, int *count, MPI_Dat
     return SELSYNC_OK;
 }
 
-/* Elements [off, off + n) of the array: x = x + src[i] (when src; with
- * MPI_Reduce_local, the library's vectorised op, measured faster here than
- * a plain C loop), then x = x * scale (unless 1), piece by piece while it
- * is in cache. */
+/* Elements [off, off + n) of the array: x = x + src[i] (when src), then
+ * x = x * scale (unless 1), piece by piece. Without a scale the sum is
+ * MPI_Reduce_local (the library's vectorised op, measured faster here than
+ * a plain C loop); with one, a single loop computes (x + src[i]) * scale,
+ * the same operations (float addition commutes), in one pass. */
 static selsync_status apply(size_t off, size_t n, const float *src, float scale)
 {
     size_t run;
     for (size_t d = 0; d < n; d += run) {
         float *p = at(off + d, &run);
         if (run > n - d) run = n - d;
+        if (scale != 1.0f) { /* one pass: the same sum, then the same product */
+            const float *q = src ? src + d : NULL;
+            if (q)
+                for (size_t i = 0; i < run; i++) p[i] = (p[i] + q[i]) * scale;
+            else
+                for (size_t i = 0; i < run; i++) p[i] *= scale;
+            continue;
+        }
         int rc = src ? MPI_Reduce_local(src + d, p, (int)run, MPI_FLOAT, MPI_SUM) : MPI_SUCCESS;
         if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_local", rc);
-        if (scale != 1.0f)
-            for (size_t i = 0; i < run; i++) p[i] *= scale;
     }
     return SELSYNC_OK;
 }
