@@ -38,7 +38,7 @@ check "ranks trained on different shards" '! cmp -s "$work/cls.0.tsv" "$work/cls
 # rank b', so the ranks load K*s + N*b' images per step: the summary's mean
 # per rank and step must be b' + K*s/N, from the sizes rank 0 reported.
 loads_match() {
-    awk '/^selsync: rank 0: injection: each step/ { k = $7; n = $9; s = $12; own = $22; sub(",", "", own) }
+    awk '/injection: each step/ { sub(/.*injection: each step /, ""); k = $1; n = $3; s = $6; own = $16; sub(",", "", own) }
          /^selsync: summary: data injection sent/ { got = $(NF - 11) }
          END { want = own + k * s / n; printf "  (own images per rank and step: %s, expected %.2f)\n", got, want
                exit !(k > 0 && got != "" && got + 0 > want - 0.006 && got + 0 < want + 0.006) }' "$1"
