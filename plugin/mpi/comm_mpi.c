@@ -461,7 +461,7 @@ static uint64_t comm_bytes_sent(void *ctx)
  * missing file) is then reported by every rank, not only by the first. */
 static void grace_before_abort(void)
 {
-    struct timespec t = {0, 300 * 1000 * 1000};
+    struct timespec t = {1, 0};
     if (g.size > 1) nanosleep(&t, NULL);
 }
 

@@ -83,7 +83,7 @@
  * rank's error path, it prints "selsync: rank R exited without finishing;
  * aborting the job" and calls MPI_Abort(MPI_COMM_WORLD, 1), so the other
  * ranks do not hang. The job's exit code is then 1, whatever exit() got.
- * Both this handler and the communicator's abort wait 0.3 s before
+ * Both this handler and the communicator's abort wait 1 s before
  * MPI_Abort when there are several ranks, so that an error every rank meets
  * (a bad cfg value) is printed by every rank. */
 selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out,
