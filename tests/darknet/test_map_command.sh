@@ -6,8 +6,7 @@
 set -u
 darknet=$1 src=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+. "$src/tests/common/checks.sh"
 
 python3 "$src/tests/mpi/make_tiny_detection.py" "$work/det" 8
 # burn_in ramps the rate up, which keeps YOLO's first steps from collapsing

@@ -7,13 +7,9 @@
 set -u
 darknet=$1 src=$2 work=$3
 rm -rf "$work"; mkdir -p "$work/backup"
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+. "$src/tests/common/checks.sh"
 
-data="$src/data/fashion-mnist"
-python3 "$src/scripts/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
-    || { cat "$work/prepare.log"; echo "0 passed, 1 failed"; exit 1; }
-sed "s#^backup=.*#backup=$work/backup#" "$data/fmnist.data" >"$work/fmnist.data"
+fmnist_data
 
 OPENBLAS_NUM_THREADS=1 "$darknet" classifier train "$work/fmnist.data" "$src/cfg/fmnist-tiny.cfg" \
     >"$work/train.out" 2>"$work/train.err"

@@ -12,14 +12,10 @@ set -u
 darknet=$1 src=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work"; mkdir -p "$work/backup"
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+. "$src/tests/common/checks.sh"
 mpi() { timeout 120 ${MPIEXEC:-mpirun} --oversubscribe "$@"; }
 
-data="$src/data/fashion-mnist"
-python3 "$src/scripts/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
-    || { cat "$work/prepare.log"; echo "0 passed, 1 failed"; exit 1; }
-sed "s#^backup=.*#backup=$work/backup#" "$data/fmnist.data" >"$work/fmnist.data"
+fmnist_data
 
 # --- classifier ----------------------------------------------------------------
 { sed 's/^max_batches=.*/max_batches=20/' "$src/cfg/fmnist-tiny.cfg"

@@ -10,8 +10,7 @@
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+. "$src/tests/common/checks.sh"
 
 timeout 600 sh "$src/scripts/bench-ssp.sh" 2 20 >"$work/out.txt" 2>&1
 rc=$?

@@ -12,8 +12,7 @@
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+. "$src/tests/common/checks.sh"
 compare="python3 $src/scripts/compare-methods.py"
 
 timeout 600 $compare --quick --results "$work/results" >"$work/out.txt" 2>&1

@@ -17,8 +17,7 @@ if ! why=$($cluster check 2>&1); then
     echo "SKIPPED: network namespaces are not permitted here ($why); the emulated two-host launch is not tested"
     exit 77
 fi
-pass=0 fail=0
-check() { if eval "$2"; then pass=$((pass + 1)); else echo "FAIL $1"; fail=$((fail + 1)); fi; }
+. "$src/tests/common/checks.sh"
 name=tt$$
 trap '$cluster down $name' EXIT
 trap 'exit 1' INT TERM HUP
@@ -32,10 +31,7 @@ timeout 60 $cluster mpirun "$name" -np 2 sh -c 'echo "$OMPI_COMM_WORLD_RANK $(st
 here=$(stat -L -c %i /proc/self/ns/net)
 check "one rank per host" '[ "$(cut -d " " -f 2 "$work/ns.out" | sort -u | grep -vc "^$here$")" -eq 2 ]'
 
-data="$src/data/fashion-mnist"
-python3 "$src/scripts/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
-    || { cat "$work/prepare.log"; echo "0 passed, 1 failed"; exit 1; }
-sed "s#^backup=.*#backup=$work/backup#" "$data/fmnist.data" >"$work/fmnist.data"
+fmnist_data
 { sed 's/^max_batches=.*/max_batches=30/' "$src/cfg/fmnist-tiny.cfg"
   printf '\n[selsync]\nmethod=selsync\ndelta=0.3\nwindow=5\nlog=%s/m.%%r.tsv\n' "$work"; } >"$work/two.cfg"
 before=$($cluster stats "$name" | awk '$1 ~ /-h1$/ { print $2 }')
