@@ -4,9 +4,10 @@
 # loops: two training steps of the same cfg from the same start with both
 # builds give the same losses and parameters up to floating-point rounding
 # (relative error max|a - b| / max|b| below 1e-4 for the losses and for all
-# parameters). Covers a cfg with strided, grouped, 1x1 and biased
-# convolutions at batch 4 and 1, upstream cifar.cfg at batch 10 (groups of 8
-# and 2 images), cfg/fmnist.cfg and yolov3-tiny at 96x96. More steps let
+# parameters). Covers a cfg with strided, grouped, 1x1, biased and
+# Winograd (even and odd sizes, grouped) convolutions at batch 4 and 1,
+# upstream cifar.cfg at batch 10 (Winograd layers at 28x28, 14x14 and 7x7),
+# cfg/fmnist.cfg and yolov3-tiny at 96x96. More steps let
 # rounding differences grow (a max pool or leaky unit that flips changes a
 # gradient outright); the same network with another OpenBLAS kernel
 # differs by as much from the reference.
