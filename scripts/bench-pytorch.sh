@@ -41,11 +41,6 @@ esac
 core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
     | sed -n 's/^Core: //p' || true)
 
-# An OpenMP build of Darknet (-DSELSYNC_OPENMP=ON) alternates OpenMP loops
-# with OpenBLAS's own threads: OpenMP threads that spin while waiting would
-# take the cores from OpenBLAS's.
-export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-
 # best images/s of one command over the rounds (one figure per round in $1)
 best() { sort -n "$1" | tail -n 1; }
 rate() { sed -n 's/^\([0-9.]*\) images\/s.*/\1/p'; }
@@ -73,7 +68,7 @@ for cfg in $cfgs; do
                 "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/ref"
             OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/tests/bench_train" \
                 "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/opt"
-            env -u OMP_WAIT_POLICY OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench_torch.py" \
+            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench_torch.py" \
                 "$tmp/$name.cfg" "$n" 1 "$t" | rate >>"$tmp/torch"
             r=$((r + 1))
         done
