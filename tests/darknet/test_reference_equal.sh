@@ -5,10 +5,12 @@
 # builds give the same losses and parameters up to floating-point rounding
 # (relative error max|a - b| / max|b| below 1e-4 for the losses and for all
 # parameters, and on the small networks below 2e-5 for the weight gradients
-# of the first step, which both builds take from the same parameters). Covers a cfg with strided,
-# grouped, 1x1, biased and Winograd (even and odd sizes, grouped)
-# convolutions at batch 4 and 1, upstream cifar.cfg at batch 10 (Winograd
-# layers at 28x28, 14x14 and 7x7), cfg/fmnist.cfg and yolov3-tiny at 96x96.
+# of the first step, which both builds take from the same parameters).
+# Covers a cfg with strided, grouped, 1x1 and biased convolutions at batch
+# 4 and 1, one whose 3x3 convolutions take the Winograd path (even and odd
+# sizes, grouped, with and without batch norm), upstream cifar.cfg at batch
+# 10 (Winograd at 28x28 and 14x14), cfg/fmnist.cfg and yolov3-tiny at
+# 96x96.
 # More steps let rounding differences grow (a max pool or leaky unit that
 # flips changes a gradient outright); the same network with another
 # OpenBLAS kernel differs by as much from the reference.
@@ -45,6 +47,7 @@ cfg() { # NAME FILE BATCH GRADIENT_TOLERANCE [sed expressions...]
 # other layer within 1e-6), so those report theirs only.
 cfg small-b4 "$src/tests/darknet/reference.cfg" 4 $grad_tol
 cfg small-b1 "$src/tests/darknet/reference.cfg" 1 $grad_tol
+cfg winograd-b4 "$src/tests/darknet/winograd.cfg" 4 $grad_tol
 cfg cifar-b10 "$dn/cfg/cifar.cfg" 10 inf -e 's/^learning_rate=.*/learning_rate=0.01/'
 cfg fmnist-b16 "$src/cfg/fmnist.cfg" 16 $grad_tol
 cfg yolov3-tiny-b4 "$dn/cfg/yolov3-tiny.cfg" 4 inf -e 's/^width=.*/width=96/' -e 's/^height=.*/height=96/' \
