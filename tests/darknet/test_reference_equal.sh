@@ -10,7 +10,7 @@
 # 4 and 1, one whose 3x3 convolutions take the Winograd path (even and odd
 # sizes, grouped, with and without batch norm), upstream cifar.cfg at batch
 # 10 (Winograd at 28x28 and 14x14), cfg/fmnist.cfg and yolov3-tiny at
-# 96x96.
+# 96x96, and the optimised build on two threads against one.
 # More steps let rounding differences grow (a max pool or leaky unit that
 # flips changes a gradient outright); the same network with another
 # OpenBLAS kernel differs by as much from the reference.
@@ -52,6 +52,18 @@ cfg cifar-b10 "$dn/cfg/cifar.cfg" 10 inf -e 's/^learning_rate=.*/learning_rate=0
 cfg fmnist-b16 "$src/cfg/fmnist.cfg" 16 $grad_tol
 cfg yolov3-tiny-b4 "$dn/cfg/yolov3-tiny.cfg" 4 inf -e 's/^width=.*/width=96/' -e 's/^height=.*/height=96/' \
     -e 's/^learning_rate=.*/learning_rate=0.0001/'
+
+# The optimised build on two threads against one: the loops over images and
+# channels and the split gemms give the same results (no races).
+for name in small-b4 winograd-b4 fmnist-b16; do
+    r=
+    if OMP_NUM_THREADS=2 "$opt" "$work/$name.cfg" $steps "$work/$name.opt2" >"$work/$name.opt2.log" 2>&1 \
+        && r=$("$opt" --compare "$work/$name.opt2" "$work/$name.opt" $tol $steps $grad_tol); then
+        pass=$((pass + 1)); echo "ok   $name on 2 threads: $r"
+    else
+        fail=$((fail + 1)); echo "FAIL $name on 2 threads: ${r:-training failed}"
+    fi
+done
 
 # the comparison itself notices a changed parameter or weight gradient (the
 # top byte of one float)
