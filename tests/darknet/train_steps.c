@@ -1,12 +1,12 @@
 /* Usage: train_steps CFG STEPS OUT
- *        train_steps --compare A B TOLERANCE STEPS
+ *        train_steps --compare A B TOLERANCE STEPS [GRADIENT_TOLERANCE]
  * The first form trains the network of CFG for STEPS batches of fixed
  * pseudo-random images (one-hot classes, or one box per image for a
  * network that ends in a [yolo] layer) and writes the loss of every step
  * followed by every layer's parameters (Darknet's weights file) to OUT, and
  * the weight gradients of the first step, taken from the same parameters by
- * both builds, to OUT.g (write_gradients). Built with the optimised Darknet and with the reference loops, so
- * the files of one cfg can be compared.
+ * both builds, to OUT.g (write_gradients). Built with the optimised Darknet
+ * and with the reference loops, so the files of one cfg can be compared.
  * The second form compares two such pairs of files (STEPS losses each): it
  * prints the relative error max|a - b| / max|b| of the losses, of all
  * parameters, of the worst block of 4096 parameters and of the weight
@@ -55,7 +55,10 @@ static int train(const char *cfg, int steps, const char *out)
         float loss = train_network(net, d);
         fwrite(&loss, sizeof loss, 1, f);
         printf("step %d loss %.7g\n", i + 1, loss);
-        if (i == 0 && write_gradients(net, out)) return 1;
+        if (i == 0 && write_gradients(net, out)) {
+            fclose(f);
+            return 1;
+        }
     }
     fclose(f);
     /* the parameters go to OUT.w with save_weights, then after the losses */
