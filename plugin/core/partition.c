@@ -98,13 +98,16 @@ static int holds(int r, int c, int k, int classes)
     return ((uint64_t)c + (uint64_t)classes - first) % (uint64_t)classes < (uint64_t)k;
 }
 
-/* log of a Gamma(a, 1) draw: Marsaglia-Tsang with Box-Muller normals; for
- * a < 1, Gamma(a+1) * U^(1/a), kept in logs so that tiny a cannot underflow. */
-static double log_gamma(double a, selsync_rng *r)
+/* A Gamma(a, 1) draw G in logs, as s = scale * log G with scale = min(a, 1):
+ * Marsaglia-Tsang with Box-Muller normals; for a < 1, G = Gamma(a+1) *
+ * U^(1/a), so s = log U + a * log Gamma(a+1), finite for every a > 0 where
+ * log G itself would overflow. */
+static double scaled_log_gamma(double a, selsync_rng *r)
 {
-    double boost = 0, d, c;
+    double boost = 0, scale = 1, d, c;
     if (a < 1) {
-        boost = log(1.0 - selsync_rng_uniform(r)) / a;
+        boost = log(1.0 - selsync_rng_uniform(r));
+        scale = a;
         a += 1;
     }
     d = a - 1.0 / 3.0;
@@ -116,7 +119,7 @@ static double log_gamma(double a, selsync_rng *r)
         v = v * v * v;
         u = 1.0 - selsync_rng_uniform(r);
         if (u < 1.0 - 0.0331 * x * x * x * x || log(u) < 0.5 * x * x + d * (1.0 - v + log(v)))
-            return boost + log(d * v);
+            return boost + scale * (log(d) + log(v));
     }
 }
 
@@ -133,15 +136,16 @@ static void cuts(const selsync_config *cfg, int classes, int world, int g, size_
             cut[r + 1] = holds(r, g, cfg->partition_k, classes) ? block_start(m, h, ++j) : cut[r];
     } else { /* dirichlet: shares q_r = w_r / sum w, Gamma draws normalised in logs */
         selsync_rng rng = selsync_rng_stream(cfg->seed, DIRICHLET_STREAM, (uint64_t)g);
-        double top = -INFINITY, sum = 0, cum = 0;
+        double alpha = cfg->partition_alpha, scale = alpha < 1 ? alpha : 1, top = -INFINITY, sum = 0, cum = 0;
         for (int r = 0; r < world; r++) {
-            w[r] = log_gamma(cfg->partition_alpha, &rng);
+            w[r] = scaled_log_gamma(alpha, &rng);
             if (w[r] > top) top = w[r];
         }
-        for (int r = 0; r < world; r++) sum += (w[r] = exp(w[r] - top));
+        /* w_r / w_top = exp((s_r - s_top) / scale): in [0, 1], 1 for the top */
+        for (int r = 0; r < world; r++) sum += (w[r] = exp((w[r] - top) / scale));
         for (int r = 0; r < world; r++) {
             double x = floor((cum += w[r]) / sum * (double)m + 0.5);
-            cut[r + 1] = r + 1 == world || x >= (double)m ? m : (size_t)x;
+            cut[r + 1] = r + 1 == world || !(x < (double)m) ? m : x > (double)cut[r] ? (size_t)x : cut[r];
         }
     }
 }

@@ -5,6 +5,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -386,6 +387,56 @@ static void test_dirichlet_moments(void **state)
     free(h);
 }
 
+/* Any finite A > 0 the parser accepts, down to the smallest subnormal:
+ * every rank's count is in range and the counts add up to the list (or the
+ * split is refused because a rank would be empty), for many seeds. */
+static void test_dirichlet_extreme_alpha(void **state)
+{
+    (void)state;
+    const double alphas[] = {4.9406564584124654e-324, 2.2250738585072014e-308, 1e-300, 1e-20, 1e-3,
+                             1, 1e3, 1e300, DBL_MAX};
+    const int worlds[] = {2, 3, 16};
+    const size_t n = 500;
+    const int classes = 10;
+    int *labels = make_labels(n, classes, 7, 5);
+    size_t hist[16 * 11];
+    char err[256];
+    for (size_t ai = 0; ai < sizeof alphas / sizeof alphas[0]; ai++)
+        for (size_t wi = 0; wi < sizeof worlds / sizeof worlds[0]; wi++)
+            for (uint64_t seed = 0; seed < 250; seed++) {
+                selsync_config c = scheme(SELSYNC_PARTITION_DIRICHLET, 0, alphas[ai], seed);
+                int world = worlds[wi];
+                selsync_status st = selsync_partition_histogram(&c, labels, n, classes, world, hist, err, sizeof err);
+                if (st != SELSYNC_OK) {
+                    assert_int_equal(st, SELSYNC_ECONFIG);
+                    assert_non_null(strstr(err, "gets no samples; use a larger A"));
+                }
+                size_t total = 0;
+                for (size_t i = 0; i < (size_t)world * (classes + 1); i++) {
+                    assert_true(hist[i] <= n);
+                    total += hist[i];
+                }
+                assert_int_equal(total, n);
+            }
+    /* the split of seed 203 on 2 ranks, A = DBL_MIN: one rank holds each class */
+    selsync_config c = scheme(SELSYNC_PARTITION_DIRICHLET, 0, 2.2250738585072014e-308, 203);
+    size_t *shard = malloc(n * sizeof *shard), count = 0, held = 0;
+    assert_non_null(shard);
+    for (int r = 0; r < 2; r++) {
+        selsync_status st = selsync_partition_make(&c, labels, n, classes, 2, r, shard, &count, err, sizeof err);
+        if (st == SELSYNC_OK) {
+            assert_true(count <= n);
+            for (size_t i = 0; i < count; i++) assert_true(shard[i] < n);
+            held += count;
+        } else {
+            assert_int_equal(st, SELSYNC_ECONFIG);
+        }
+    }
+    assert_true(held == 0 || held == n);
+    free(shard);
+    free(labels);
+}
+
 static void test_seed_determines_all_schemes(void **state)
 {
     static const selsync_partition which[] = {SELSYNC_PARTITION_IID, SELSYNC_PARTITION_SELDP,
@@ -556,6 +607,7 @@ int main(void)
         cmocka_unit_test(test_label_classes_and_even_split),
         cmocka_unit_test(test_dirichlet_skew),
         cmocka_unit_test(test_dirichlet_moments),
+        cmocka_unit_test(test_dirichlet_extreme_alpha),
         cmocka_unit_test(test_seed_determines_all_schemes),
         cmocka_unit_test(test_shards_are_shuffled),
         cmocka_unit_test(test_unlabelled_spread),
