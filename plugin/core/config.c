@@ -81,35 +81,61 @@ static int line_of(const selsync_config *cfg, selsync_config_key k)
 /* ---- value parsers: return NULL on success or the problem; they write
  *      their output only on success ---- */
 
-static const char *parse_real(const char *v, double lo, int lo_open, double hi, double *out)
+/* The one syntax for numbers: an optional sign, decimal digits with an
+ * optional fraction (at least one digit in all), and an optional decimal
+ * exponent; no hexadecimal, no inf or nan, no spaces.  *integral tells
+ * whether the number has neither fraction nor exponent. */
+static int is_decimal(const char *v, int *integral)
+{
+    int digits = 0;
+    *integral = 1;
+    if (*v == '+' || *v == '-') v++;
+    for (; *v >= '0' && *v <= '9'; v++) digits++;
+    if (*v == '.') {
+        *integral = 0;
+        for (v++; *v >= '0' && *v <= '9'; v++) digits++;
+    }
+    if (digits == 0) return 0;
+    if (*v == 'e' || *v == 'E') {
+        *integral = 0;
+        v++;
+        if (*v == '+' || *v == '-') v++;
+        if (!(*v >= '0' && *v <= '9')) return 0;
+        while (*v >= '0' && *v <= '9') v++;
+    }
+    return *v == '\0';
+}
+
+/* The problem with a value that is_decimal refuses. */
+static const char *not_decimal(const char *v)
 {
     char *end;
-    double x;
-    errno = 0;
-    x = strtod(v, &end);
+    double x = strtod(v, &end);
     if (end == v || *end != '\0' || isspace((unsigned char)*v)) return "malformed value";
+    return isfinite(x) ? "not a decimal number" : "not a finite number"; /* hexadecimal, inf, nan */
+}
+
+static const char *parse_real(const char *v, double lo, int lo_open, double hi, double *out)
+{
+    int integral;
+    double x;
+    if (!is_decimal(v, &integral)) return not_decimal(v);
+    errno = 0;
+    x = strtod(v, NULL);
     if (errno == ERANGE) return "out of range"; /* overflow, or underflow to a denormal */
-    if (isnan(x) || isinf(x)) return "not a finite number";
     if (x < lo || (lo_open && x == lo) || x > hi) return "out of range";
     *out = x;
     return NULL;
 }
 
-static const char *not_integer(const char *v)
-{
-    char *end;
-    double x = strtod(v, &end);
-    return end != v && *end == '\0' && !isspace((unsigned char)*v) && isfinite(x) ? "not an integer"
-                                                                          : "malformed value";
-}
-
 static const char *parse_int(const char *v, long long lo, long long hi, int *out)
 {
-    char *end;
+    int integral;
     long long x;
+    if (!is_decimal(v, &integral)) return not_decimal(v);
+    if (!integral) return "not an integer";
     errno = 0;
-    x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || isspace((unsigned char)*v)) return not_integer(v);
+    x = strtoll(v, NULL, 10);
     if (errno == ERANGE || x < lo || x > hi) return "out of range";
     *out = (int)x;
     return NULL;
@@ -117,11 +143,12 @@ static const char *parse_int(const char *v, long long lo, long long hi, int *out
 
 static const char *parse_u64(const char *v, uint64_t *out)
 {
-    char *end;
+    int integral;
     unsigned long long x;
+    if (!is_decimal(v, &integral)) return not_decimal(v);
+    if (!integral) return "not an integer";
     errno = 0;
-    x = strtoull(v, &end, 10);
-    if (end == v || *end != '\0' || isspace((unsigned char)*v)) return not_integer(v);
+    x = strtoull(v, NULL, 10);
     if (v[0] == '-' || errno == ERANGE) return "out of range";
 #if ULLONG_MAX > UINT64_MAX
     if (x > UINT64_MAX) return "out of range";
@@ -182,8 +209,8 @@ static const char *p_ssp_staleness(selsync_config *c, const char *v) { return pa
 static const char *p_partition(selsync_config *c, const char *v)
 {
     const char *e;
-    int k;
-    double a;
+    int k = 0;
+    double a = 0;
     if (strcmp(v, "iid") == 0) { c->partition = SELSYNC_PARTITION_IID; return NULL; }
     if (strcmp(v, "seldp") == 0) { c->partition = SELSYNC_PARTITION_SELDP; return NULL; }
     if (strncmp(v, "label:", 6) == 0) {
@@ -320,7 +347,8 @@ selsync_status selsync_config_set(selsync_config *cfg, const char *key, const ch
     while (k < SELSYNC_KEY_COUNT && !(strlen(key_names[k]) == kn && memcmp(key, key_names[k], kn) == 0)) k++;
     if (k == SELSYNC_KEY_COUNT) {
         head(&m, cfg, line);
-        put(&m, "unknown key '%.*s'; known keys: ", (int)(kn < VALUE_SHOWN ? kn : VALUE_SHOWN), key);
+        put(&m, "unknown key '%.*s%s'; known keys: ", (int)(kn < VALUE_SHOWN ? kn : VALUE_SHOWN), key,
+            kn > VALUE_SHOWN ? "..." : "");
         for (int i = 0; i < SELSYNC_KEY_COUNT; i++) put(&m, "%s%s", i ? ", " : "", key_names[i]);
         return SELSYNC_ECONFIG;
     }
@@ -448,4 +476,21 @@ const char *selsync_method_name(selsync_method m)
 const char *selsync_config_key_name(selsync_config_key k)
 {
     return (unsigned)k < SELSYNC_KEY_COUNT ? key_names[k] : "?";
+}
+
+void selsync_config_describe(const selsync_config *c, int world, char *buf, size_t len)
+{
+    size_t n = 0;
+#define PUT(...) (n += (size_t)snprintf(buf + n, n < len ? len - n : 0, __VA_ARGS__))
+    if (!buf || len == 0) return;
+    PUT("%s:%d: method=%s", c->file, c->section_line, selsync_method_name(c->method));
+    if (c->method == SELSYNC_METHOD_SELSYNC)
+        PUT(" delta=%g window=%d smoothing=%g warmup=%d granularity=%s", c->delta, c->window,
+            selsync_config_smoothing(c, world), c->warmup, c->granularity == SELSYNC_GRANULARITY_LAYER ? "layer" : "model");
+    if (c->method == SELSYNC_METHOD_FEDAVG)
+        PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
+    if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);
+    PUT(" aggregate=%s sync_bn_stats=%d seed=%llu; %d process%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params",
+        c->sync_bn_stats, (unsigned long long)c->seed, world, world == 1 ? "" : "es");
+#undef PUT
 }

@@ -392,6 +392,83 @@ static void test_decimal_integer(void **state)
     assert_int_equal(f->cfg.window, 25);
 }
 
+/* one syntax for every number: optional sign, digits, optional fraction,
+ * optional decimal exponent */
+static void test_decimal_forms_accepted(void **state)
+{
+    static const struct { const char *text; double value; } reals[] = {
+        {"+0.5", 0.5}, {".5", 0.5}, {"5.", 5}, {"5e-1", 0.5}, {"2.5E+0", 2.5}, {"007", 7},
+    };
+    fixture *f = *state;
+    for (size_t i = 0; i < sizeof reals / sizeof reals[0]; i++) {
+        selsync_config_default(&f->cfg, FILE_NAME, 3);
+        assert_int_equal(set(f, "delta", reals[i].text, 4), SELSYNC_OK);
+        assert_true(f->cfg.delta == reals[i].value);
+    }
+    assert_int_equal(set(f, "window", "+40", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "warmup", "007", 6), SELSYNC_OK);
+    assert_int_equal(set(f, "seed", "+18446744073709551615", 7), SELSYNC_OK);
+    assert_int_equal(f->cfg.window, 40);
+    assert_int_equal(f->cfg.warmup, 7);
+    assert_true(f->cfg.seed == UINT64_MAX);
+}
+
+static void test_hexadecimal_refused(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "0x10", 12, "not a decimal number; allowed: a real number >= 0");
+    expect_bad(f, "delta", "0x1p3", 13, "not a decimal number");
+    expect_bad(f, "fedavg_fraction", "0x.8", 14, "not a decimal number");
+    expect_bad(f, "window", "0x10", 15, "not a decimal number; allowed: an integer from 1 to 1000000");
+    expect_bad(f, "seed", "0X10", 16, "not a decimal number");
+    expect_bad(f, "partition", "dirichlet:0x1", 17, "not a decimal number");
+    expect_bad(f, "partition", "label:0x2", 18, "not a decimal number");
+    assert_true(f->cfg.delta == 0.3);
+    assert_int_equal(f->cfg.window, 25);
+    assert_int_equal(f->cfg.partition, SELSYNC_PARTITION_IID);
+}
+
+static void test_not_numbers_refused(void **state)
+{
+    static const char *const bad[] = {".", "+", "-", "e5", ".e5", "1e", "1e+", "1.2.3", "--1", "+-1",
+                                      "1_000", "1,5", "1e5.5", "0.5f", "five"};
+    fixture *f = *state;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        expect_bad(f, "delta", bad[i], 12, "malformed value");
+        expect_bad(f, "window", bad[i], 13, "malformed value");
+    }
+    expect_bad(f, "partition", "label: 5", 14, "malformed value");
+    expect_bad(f, "window", "inf", 15, "not a finite number");
+    expect_bad(f, "seed", "nan", 16, "not a finite number");
+    expect_bad(f, "inject_alpha", "infinity", 17, "not a finite number");
+}
+
+/* overflow in every kind of number says so and shows the allowed range */
+static void test_overflow_shows_range(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "delta", "1e400", 12, "out of range; allowed: a real number >= 0");
+    expect_bad(f, "delta", "-1e400", 13, "out of range; allowed: a real number >= 0");
+    expect_bad(f, "window", "9223372036854775808", 14, "out of range; allowed: an integer from 1 to 1000000");
+    expect_bad(f, "warmup", "-9223372036854775809", 15, "out of range; allowed: an integer from 0 to 1000000");
+    expect_bad(f, "seed", "99999999999999999999999", 16,
+               "out of range; allowed: an integer from 0 to 18446744073709551615");
+    expect_bad(f, "window", "1e400", 17, "not an integer; allowed: an integer from 1 to 1000000");
+}
+
+/* a very long key is shown cut, ending in "..." */
+static void test_long_key_shortened(void **state)
+{
+    static char key[100000];
+    fixture *f = *state;
+    memset(key, 'k', sizeof key - 1);
+    assert_int_equal(set(f, key, "1", 9), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:9: [selsync] unknown key 'kkk");
+    assert_contains(f->err, "k...'; known keys: method,");
+    assert_true(strlen(f->err) < 600);
+    assert_one_line(f->err);
+}
+
 /* ssp_staleness: each kind of bad value names the file, line and key, and
  * leaves the default (and the key unset) */
 static void test_bad_ssp_staleness(void **state)
@@ -785,6 +862,11 @@ int main(void)
         T(test_out_of_range),
         T(test_negative_unsigned),
         T(test_decimal_integer),
+        T(test_decimal_forms_accepted),
+        T(test_hexadecimal_refused),
+        T(test_not_numbers_refused),
+        T(test_overflow_shows_range),
+        T(test_long_key_shortened),
         T(test_bad_ssp_staleness),
         T(test_bad_words),
         T(test_duplicate_key),
