@@ -17,9 +17,11 @@ names; the script checks that each path matches exactly one label.
 The run is idempotent: a stamp file records the parameters and source sizes
 and CRCs, and nothing is redone when it matches.  Every file is written to a
 temporary name and renamed; the stamp and fmnist.data are removed first and
-written last, so an interrupted run never looks complete.
+written last, so an interrupted run never looks complete. A lock file in the
+output folder makes runs started at the same time wait for one another.
 """
 import argparse
+import fcntl
 import gzip
 import os
 import struct
@@ -139,6 +141,10 @@ def main():
     if missing:
         fail("missing source file(s): %s\n(`apt-get install dataset-fashion-mnist` provides them, "
              "or pass --source DIR)" % ", ".join(missing))
+    # one preparation at a time: others wait here, then find it up to date
+    os.makedirs(out, exist_ok=True)
+    lock = open(os.path.join(out, ".lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
     stamp = "version=%d\nout=%s\nlimits=%s\n" % (VERSION, out, sorted(limits.items()))
     stamp += "".join("%s size=%d crc32=%08x\n" % (os.path.basename(s), os.path.getsize(s), crc32_file(s))
                      for s in sources)

@@ -61,14 +61,32 @@ static selsync_status single_recv(void *ctx, int source, int tag, void *buf, siz
     return SELSYNC_ECOMM;
 }
 
+static const char *single_last_error(void *ctx)
+{
+    (void)ctx;
+    return "there is no other rank (one process)";
+}
+
 static const selsync_comm_ops single_ops = {
     "single", single_rank, single_size, single_any, single_sum_f32,
     single_sum_f32v, single_sum_f64, single_bcast, single_bytes_sent, single_abort,
-    single_send, single_recv,
+    single_send, single_recv, single_last_error, NULL,
 };
 
 selsync_comm selsync_comm_single(void)
 {
     selsync_comm c = {&single_ops, NULL};
     return c;
+}
+
+int selsync_comm_rank(const selsync_comm *c) { return c->ops->rank(c->ctx); }
+
+int selsync_comm_size(const selsync_comm *c) { return c->ops->size(c->ctx); }
+
+void selsync_comm_abort(const selsync_comm *c, int code, const char *message) { c->ops->abort(c->ctx, code, message); }
+
+const char *selsync_comm_error(const selsync_comm *c, selsync_status st)
+{
+    const char *why = c->ops->last_error ? c->ops->last_error(c->ctx) : NULL;
+    return why && *why ? why : selsync_status_str(st);
 }

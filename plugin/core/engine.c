@@ -57,6 +57,7 @@
 #include "selsync/engine.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -114,7 +115,7 @@ static selsync_status comm_failed(selsync_engine *e, selsync_status st, const ch
 {
     e->broken = 1;
     return EFAIL(e, SELSYNC_ECOMM, "[selsync] step %" PRIu64 ": %s over %zu elements failed on rank %d: %s",
-                 e->step, what, n, e->rank, selsync_status_str(st));
+                 e->step, what, n, e->rank, selsync_comm_error(&e->comm, st));
 }
 
 static int syncs(const selsync_engine *e, const selsync_tensor *t)
@@ -323,22 +324,27 @@ void selsync_destroy(selsync_engine *e)
 /* ---- one step ---- */
 
 /* Norms, smoothing, change and local flags of this step (top comment).
- * With on_nonfinite = skip, a step whose loss or norm is not finite leaves
- * the smoothing untouched and flags nothing. Returns 1 for such a step. */
-static int measure(selsync_engine *e, double loss)
+ * A step whose gradient norm or trained parameters are not finite leaves
+ * the smoothing untouched and flags nothing; it returns 1 (2 when the
+ * parameters are not finite). The loss alone does not count: a loss can be
+ * infinite while its gradient is finite. */
+static int measure(selsync_engine *e)
 {
     size_t w = (size_t)e->cfg.window, off = 0, slot = (size_t)(e->step % w);
     size_t m = e->step < w ? (size_t)e->step + 1 : w, whole = e->n_track - 1;
+    int params_bad = 0;
 
     memset(e->sq, 0, e->n_track * sizeof *e->sq);
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *t = &e->t[i];
-        double s = 0;
+        double s = 0, nonfinite = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
         if (t->kind != SELSYNC_TENSOR_TRAINED) continue;
         for (size_t j = 0; j < t->count; j++) {
             double v = (double)t->grad[j] - (e->snap ? (double)e->snap[off + j] : 0.0);
             s += v * v;
+            nonfinite += (double)t->param[j] * 0.0;
         }
+        params_bad |= isnan(nonfinite);
         off += t->count;
         e->sq[e->n_groups > 1 ? t->layer : 0] += s;
     }
@@ -346,12 +352,12 @@ static int measure(selsync_engine *e, double loss)
         for (size_t g = 0; g < e->n_groups; g++) e->sq[whole] += e->sq[g];
 
     e->cur.local_flag = 0;
-    if (!isfinite(loss) || !isfinite(e->sq[whole])) {
+    if (params_bad || !isfinite(e->sq[whole])) {
         e->cur.grad_norm = e->sq[whole];
         e->cur.smoothed = e->prev[whole];
         e->cur.change = NAN;
         memset(e->flags, 0, e->n_groups);
-        return 1;
+        return 1 + params_bad;
     }
     for (size_t k = 0; k < e->n_track; k++) {
         double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;
@@ -502,18 +508,20 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: rank 0 is the parameter server and does not train");
     memset(&e->cur, 0, sizeof e->cur);
     e->cur.step = e->step;
+    if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
     e->cur.loss = loss;
     e->cur.learning_rate = learning_rate;
     e->cur.inject_bytes = e->inject_next;
     e->inject_next = 0;
     e->cur.t_compute = t0 - e->t_mark;
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
-    int bad = measure(e, loss);
+    int bad = measure(e);
     e->cur.t_measure = selsync_now() - t0;
     if (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP)
-        return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: the loss (%g) or the gradient's "
-                     "squared norm (%g) is not finite; stopping (on_nonfinite = skip would skip synchronising "
-                     "such steps instead)", e->step, e->rank, loss, e->cur.grad_norm);
+        return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: %s (gradient's squared norm %g, "
+                     "loss %g); stopping (on_nonfinite = skip would skip synchronising such steps instead)",
+                     e->step, e->rank, bad == 2 ? "a trained parameter is not finite" : "the gradient is not finite",
+                     e->cur.grad_norm, loss);
     if ((st = decide(e, bad)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
         (st = transfer(e, 1, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
@@ -750,6 +758,33 @@ selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
     return SELSYNC_OK;
 }
 
+/* Steps and counters a run can reach: below 2^53, so that every figure
+ * derived from them stays exact and in range. */
+#define MAX_RESTORED_COUNT (1ULL << 53)
+
+static int nonneg_finite(double x) { return x >= 0 && x <= DBL_MAX; }
+
+/* Why the snapshot's fields (head h, then the norms at pos) cannot be a
+ * state this engine wrote; NULL when they can. */
+static const char *restored_fields_invalid(const selsync_engine *e, const snapshot_head *h, const uint8_t *pos)
+{
+    const selsync_totals *t = &h->tot;
+    if (h->step >= MAX_RESTORED_COUNT || t->steps > h->step || t->synced_steps > t->steps ||
+        t->skipped_steps > t->steps)
+        return "its step counters are out of range";
+    if (h->ratio_n > e->n_params || !nonneg_finite(h->ratio) || h->ratio > 1e6)
+        return "its transfer ratio is out of range";
+    if (!nonneg_finite(h->wall) || !nonneg_finite(t->t_compute) || !nonneg_finite(t->t_measure) ||
+        !nonneg_finite(t->t_agree) || !nonneg_finite(t->t_transfer) || !nonneg_finite(t->t_excluded))
+        return "its times are negative or not finite";
+    for (size_t i = 0; i < e->n_track * ((size_t)e->cfg.window + 1); i++) {
+        double x;
+        memcpy(&x, pos + i * sizeof x, sizeof x);
+        if (!nonneg_finite(x)) return "its gradient norms are negative or not finite";
+    }
+    return NULL;
+}
+
 selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
 {
     snapshot_head h;
@@ -766,6 +801,9 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
                      "another [selsync] window or granularity (%zu bytes; this run needs %zu)", len,
                      selsync_snapshot_size(e));
+    const char *bad = restored_fields_invalid(e, &h, pos);
+    if (bad)
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is damaged: %s", bad);
     field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 0);
     field(&pos, e->prev, e->n_track * sizeof(double), 0);
     if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
@@ -792,13 +830,16 @@ const selsync_step *selsync_last_step(const selsync_engine *e)
     return e && e->has_last ? &e->last : NULL;
 }
 
+uint64_t selsync_engine_steps(const selsync_engine *e) { return e ? e->step : 0; }
+
 void selsync_get_totals(const selsync_engine *e, selsync_totals *out)
 {
     if (!out) return;
     memset(out, 0, sizeof *out);
     if (!e) return;
     *out = e->tot;
-    out->bsp_bytes = (uint64_t)((double)e->tot.steps * (double)e->sync_n * sizeof(float) * e->ratio + 0.5);
+    double bsp = (double)e->tot.steps * (double)e->sync_n * sizeof(float) * e->ratio + 0.5;
+    out->bsp_bytes = bsp < 18446744073709551615.0 ? (uint64_t)bsp : UINT64_MAX;
 }
 
 const char *selsync_engine_error(const selsync_engine *e)

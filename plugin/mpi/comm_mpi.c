@@ -14,7 +14,7 @@
 #include <mpi.h>
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 30)
-/* Ring reduce-scatter: bytes per MPI_Sendrecv segment, which is also the
+/* Ring reduce-scatter: bytes per message (segment), which is also the
  * scratch size: small enough for the received segment to still be in cache
  * when it is added (measured: 256 KiB - 1 MiB beat whole blocks by 10-40 %
  * at 8-32 MiB payloads, at no cost at 1 MiB). */
@@ -29,10 +29,21 @@
  * their divisible head in place and only the tail (< size elements) through
  * the scratch, which saves two copies of the array. */
 #define SMALL_PADDED_BYTES ((size_t)64 << 10)
+/* Stall watch: a wait polls without sleeping for its first second (as
+ * MPI_Wait does, so short waits cost nothing more), then naps 1 ms between
+ * polls. */
+#define STALL_SPIN_S 1.0
+#define STALL_NAP_NS 1000000L
+#define STALL_EXIT_CODE 1
+/* Tags of the stall notices on the watch communicator; the payload is the
+ * sender's collective count (see enter()). */
+#define NOTE_WAITING 1  /* "I have waited a while in collective SEQ": answer */
+#define NOTE_REACHED 2  /* "I have entered collective SEQ" */
 
 typedef struct mpi_ctx {
     MPI_Comm comm;
     MPI_Comm p2p;        /* send/recv: a duplicate, so never matched by the ring */
+    MPI_Comm watch;      /* stall notices: a third duplicate */
     int rank, size;
     int active;          /* comm is live */
     int own_init;        /* we called MPI_Init_thread */
@@ -53,12 +64,22 @@ typedef struct mpi_ctx {
     size_t chunk_bytes;  /* cap on bytes per MPI call */
     selsync_mpi_sum_algorithm sum_alg;
     uint64_t bytes;      /* bytes_sent estimate */
+    /* Stall watch (seconds, 0 = off) and what a message about a stall says. */
+    double stall_warn, stall_timeout;
+    int64_t step;        /* the caller's step, < 0 unknown */
+    const char *op;      /* the op in progress */
+    int collective;      /* it is a collective (counted in seq) */
+    uint64_t seq;        /* collectives entered so far */
+    uint64_t *reached;   /* per rank: the highest seq it is known to have entered */
+    uint64_t *note_buf;  /* per rank: the notice in flight to it */
+    MPI_Request *note_req;
     char last_error[MPI_MAX_ERROR_STRING + 160];
 } mpi_ctx;
 
 static mpi_ctx g = {
     .comm = MPI_COMM_NULL,
     .p2p = MPI_COMM_NULL,
+    .watch = MPI_COMM_NULL,
     .rank = 0,
     .size = 1,
     .chunk_bytes = DEFAULT_CHUNK_BYTES,
@@ -102,6 +123,167 @@ static selsync_status check_live(void *ctx, const void *buf, size_t n, const cha
         return SELSYNC_EINVAL;
     }
     return SELSYNC_OK;
+}
+
+/* --- stall watch --------------------------------------------------------- */
+
+static void comm_abort(void *ctx, int code, const char *message);
+
+/* Every op starts here: names it for stall messages and counts the
+ * collectives (every rank calls them in the same order, so the counts
+ * agree: seq numbers a collective across the ranks). */
+static void enter(const char *op, int collective)
+{
+    g.op = op;
+    g.collective = collective;
+    if (collective) ++g.seq;
+}
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* Sends this rank's seq to rank `to` with tag, unless the previous notice
+ * to it is still in flight. Notices are diagnostics: errors are ignored. */
+static void note_send(int to, int tag)
+{
+    int idle = 1;
+    if (g.note_req[to] != MPI_REQUEST_NULL) MPI_Test(&g.note_req[to], &idle, MPI_STATUS_IGNORE);
+    if (!idle) return;
+    g.note_buf[to] = g.seq;
+    if (MPI_Isend(&g.note_buf[to], 1, MPI_UINT64_T, to, tag, g.watch, &g.note_req[to]) != MPI_SUCCESS)
+        g.note_req[to] = MPI_REQUEST_NULL;
+}
+
+/* Receives the notices that have arrived, records how far their senders
+ * have got, and answers NOTE_WAITING with this rank's seq (answer: no). */
+static void watch_poll(int answer)
+{
+    for (;;) {
+        int flag = 0;
+        MPI_Status st;
+        uint64_t seq = 0;
+        if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, g.watch, &flag, &st) != MPI_SUCCESS || !flag) return;
+        if (MPI_Recv(&seq, 1, MPI_UINT64_T, st.MPI_SOURCE, st.MPI_TAG, g.watch, MPI_STATUS_IGNORE) !=
+            MPI_SUCCESS)
+            return;
+        if (seq > g.reached[st.MPI_SOURCE]) g.reached[st.MPI_SOURCE] = seq;
+        if (answer && st.MPI_TAG == NOTE_WAITING) note_send(st.MPI_SOURCE, NOTE_REACHED);
+    }
+}
+
+/* Appends rank r to the list at out (len: its length so far). */
+static void list_rank(char *out, size_t cap, size_t *len, int *count, int r)
+{
+    if (*len < cap)
+        *len += (size_t)snprintf(out + *len, cap - *len, "%s%d", *count ? "," : "for rank(s) ", r);
+    ++*count;
+}
+
+/* Who a stalled wait waits for ("for rank(s) 1,3"): in a collective, the
+ * ranks not known to have entered it; else (or when every rank has) the
+ * peers of the requests not complete. */
+static void describe_missing(char *out, size_t cap, int n, MPI_Request *req, const int *peer)
+{
+    size_t len = 0;
+    int count = 0, any_source = 0, last = -1;
+    out[0] = '\0';
+    for (int r = 0; g.collective && r < g.size; ++r)
+        if (r != g.rank && g.reached[r] < g.seq) list_rank(out, cap, &len, &count, r);
+    if (count) return;
+    for (int i = 0; i < n; ++i) {
+        int flag = 1;
+        MPI_Request_get_status(req[i], &flag, MPI_STATUS_IGNORE);
+        if (flag) continue;
+        if (peer[i] == MPI_ANY_SOURCE) any_source = 1;
+        if (peer[i] < 0 || peer[i] == last) continue; /* a ring of 2: one peer twice */
+        list_rank(out, cap, &len, &count, last = peer[i]);
+    }
+    if (count == 0)
+        snprintf(out, cap, "%s", any_source ? "for any rank" : "for rank(s) unknown (every rank has entered it)");
+}
+
+/* Prints the warning, or with timed_out ends the job (does not return). */
+static void stall_report(int n, MPI_Request *req, const int *peer, double waited, int timed_out)
+{
+    char missing[256], step[48] = "", msg[512];
+    describe_missing(missing, sizeof missing, n, req, peer);
+    if (g.step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)g.step);
+    if (!timed_out) {
+        fprintf(stderr, "selsync: rank %d: waiting %lld s in %s%s %s\n", g.rank,
+                (long long)waited, g.op, step, missing);
+        fflush(stderr);
+        return;
+    }
+    snprintf(msg, sizeof msg,
+             "waited %lld s in %s%s %s: SELSYNC_STALL_TIMEOUT=%lld reached; aborting the job",
+             (long long)waited, g.op, step, missing, (long long)g.stall_timeout);
+    comm_abort(&g, STALL_EXIT_CODE, msg);
+}
+
+/* MPI_Waitall when the watch is off; else polls: busy for up to
+ * STALL_SPIN_S, then with naps, answering notices. Half-way to the first
+ * warning or timeout, a collective tells every other rank it is waiting
+ * (they answer how far they have got, which names the missing ranks). */
+static int watched_waitall(int n, MPI_Request *req, const int *peer, MPI_Status *st)
+{
+    double warn = g.stall_warn, limit = g.stall_timeout;
+    if (warn <= 0 && limit <= 0) return MPI_Waitall(n, req, st);
+    double first = warn <= 0 ? limit : (limit <= 0 || warn < limit) ? warn : limit;
+    double spin = first / 4 < STALL_SPIN_S ? first / 4 : STALL_SPIN_S;
+    double t0 = now_s(), next_warn = warn;
+    int told = !g.collective, done = 0, rc = MPI_SUCCESS;
+    while (!done && rc == MPI_SUCCESS) {
+        double t = now_s() - t0;
+        if (t >= spin) {
+            struct timespec nap = {0, STALL_NAP_NS};
+            watch_poll(1);
+            nanosleep(&nap, NULL);
+        }
+        if (!told && t >= first / 2) {
+            for (int r = 0; r < g.size; ++r)
+                if (r != g.rank) note_send(r, NOTE_WAITING);
+            told = 1;
+        }
+        if (limit > 0 && t >= limit) stall_report(n, req, peer, t, 1);
+        if (warn > 0 && t >= next_warn) {
+            stall_report(n, req, peer, t, 0);
+            while (next_warn <= t) next_warn += warn;
+        }
+        rc = MPI_Testall(n, req, &done, st);
+    }
+    return rc;
+}
+
+/* Completes n requests; peer[i]: the rank request i talks to, or
+ * MPI_ANY_SOURCE, or MPI_PROC_NULL in a library collective. */
+static selsync_status wait_for(int n, MPI_Request *req, const int *peer, MPI_Status *st, const char *call)
+{
+    int done = 0;
+    int rc = MPI_Testall(n, req, &done, st);
+    if (rc == MPI_SUCCESS && !done) rc = watched_waitall(n, req, peer, st);
+    return rc == MPI_SUCCESS ? SELSYNC_OK : mpi_fail(call, rc);
+}
+
+/* A library collective started as *req: waited for. */
+static selsync_status wait_collective(int rc, MPI_Request *req, const char *call)
+{
+    static const int nobody = MPI_PROC_NULL;
+    return rc == MPI_SUCCESS ? wait_for(1, req, &nobody, MPI_STATUSES_IGNORE, call) : mpi_fail(call, rc);
+}
+
+/* Before a blocking collective: with the watch on, the ranks first meet in
+ * a watched MPI_Ibarrier (a stall before the collective is reported; one
+ * inside it is not). Used where the non-blocking collective would sum in
+ * another order than the blocking one (MPI_Reduce_scatter_block). */
+static selsync_status arrive(void)
+{
+    MPI_Request rq;
+    if (g.stall_warn <= 0 && g.stall_timeout <= 0) return SELSYNC_OK;
+    return wait_collective(MPI_Ibarrier(g.comm, &rq), &rq, "MPI_Ibarrier");
 }
 
 /* Elements of esize bytes per MPI call: >= 1, <= INT_MAX, <= chunk_bytes. */
@@ -154,6 +336,7 @@ static selsync_status rs_ag_direct(float *buf, size_t n)
     size_t block = n / (size_t)g.size;
     selsync_status s = reserve((void **)&g.scratch, &g.scratch_cap, block, sizeof(float));
     if (s != SELSYNC_OK) return s;
+    if ((s = arrive()) != SELSYNC_OK) return s;
     int rc = MPI_Reduce_scatter_block(buf, g.scratch, (int)block, MPI_FLOAT, MPI_SUM, g.comm);
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_scatter_block", rc);
     rc = MPI_Allgather(g.scratch, (int)block, MPI_FLOAT, buf, (int)block, MPI_FLOAT, g.comm);
@@ -174,6 +357,7 @@ static selsync_status rs_ag_padded(float *buf, size_t n)
     float *all = g.scratch, *mine = g.scratch + padded;
     memcpy(all, buf, n * sizeof(float));
     memset(all + n, 0, (padded - n) * sizeof(float));
+    if ((s = arrive()) != SELSYNC_OK) return s;
     int rc = MPI_Reduce_scatter_block(all, mine, (int)block, MPI_FLOAT, MPI_SUM, g.comm);
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_scatter_block", rc);
     rc = MPI_Allgather(mine, (int)block, MPI_FLOAT, all, (int)block, MPI_FLOAT, g.comm);
@@ -305,7 +489,8 @@ static selsync_status apply(size_t off, size_t n, const float *src, float scale)
 }
 
 /* Ring reduce-scatter then ring allgather, in place in the array of
- * set_segments (n elements), over MPI_Sendrecv. Reduce-scatter step s
+ * set_segments (n elements), each exchange an MPI_Irecv from the left and
+ * an MPI_Isend to the right, waited for together. Reduce-scatter step s
  * (0 .. p-2): send block (r-s-1) to the right neighbour, receive block
  * (r-s-2) from the left one, segment by segment, into the scratch and add
  * it into the array; after p-1 steps rank r alone holds the complete sum of
@@ -349,9 +534,12 @@ static selsync_status ring(size_t n, float scale)
                 st = view(so + o, sc, &sbuf, &scount, &stype);
                 if (st == SELSYNC_OK && phase == 1) st = view(ro + o, rc, &rbuf, &rcount, &rtype);
                 if (st == SELSYNC_OK) {
-                    int e = MPI_Sendrecv(sbuf, scount, stype, right, 0, rbuf, rcount, rtype, left, 0,
-                                         g.comm, MPI_STATUS_IGNORE);
-                    if (e != MPI_SUCCESS) st = mpi_fail("MPI_Sendrecv", e);
+                    MPI_Request rq[2];
+                    int peer[2] = {left, right};
+                    int e = MPI_Irecv(rbuf, rcount, rtype, left, 0, g.comm, &rq[0]);
+                    if (e == MPI_SUCCESS) e = MPI_Isend(sbuf, scount, stype, right, 0, g.comm, &rq[1]);
+                    st = e == MPI_SUCCESS ? wait_for(2, rq, peer, MPI_STATUSES_IGNORE, "MPI_Isend/MPI_Irecv")
+                                          : mpi_fail("MPI_Isend/MPI_Irecv", e);
                 }
                 if (stype != MPI_FLOAT) MPI_Type_free(&stype);
                 if (rtype != MPI_FLOAT) MPI_Type_free(&rtype);
@@ -368,7 +556,9 @@ static selsync_status ring(size_t n, float scale)
 static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
 {
     selsync_status s = check_live(ctx, buf, n, "sum_f32");
-    if (s != SELSYNC_OK || n == 0 || g.size == 1) return s;
+    if (s != SELSYNC_OK) return s;
+    enter("sum_f32", 1);
+    if (n == 0 || g.size == 1) return s;
     if (g.sum_alg == SELSYNC_MPI_SUM_RSB) return sum_f32_rsb(buf, n);
     selsync_segment one = {buf, n};
     if ((s = set_segments(&one, 1, &n)) != SELSYNC_OK) return s;
@@ -381,6 +571,7 @@ static selsync_status comm_sum_f32v(void *ctx, const selsync_segment *segs, size
     size_t n;
     selsync_status s = check_live(ctx, segs, nseg, "sum_f32v");
     for (size_t k = 0; k < nseg && s == SELSYNC_OK; k++) s = check_live(ctx, segs[k].data, segs[k].count, "sum_f32v");
+    if (s == SELSYNC_OK) enter("sum_f32v", 1);
     if (s != SELSYNC_OK || (s = set_segments(segs, nseg, &n)) != SELSYNC_OK || n == 0) return s;
     if (g.sum_alg == SELSYNC_MPI_SUM_RING || g.size == 1) return ring(n, scale);
     if ((s = reserve((void **)&g.pack, &g.pack_cap, n, sizeof *g.pack)) != SELSYNC_OK) return s;
@@ -399,8 +590,11 @@ static selsync_status allreduce_chunks(void *buf, size_t n, size_t esize, MPI_Da
     size_t step = chunk_elems(esize);
     for (size_t pos = 0; pos < n; pos += step) {
         size_t cnt = n - pos < step ? n - pos : step;
-        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + pos * esize, (int)cnt, type, op, g.comm);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allreduce", rc);
+        MPI_Request rq;
+        selsync_status s = wait_collective(
+            MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + pos * esize, (int)cnt, type, op, g.comm, &rq), &rq,
+            "MPI_Iallreduce");
+        if (s != SELSYNC_OK) return s;
         g.bytes += ring_bytes(cnt, esize);
     }
     return SELSYNC_OK;
@@ -410,6 +604,7 @@ static selsync_status comm_any(void *ctx, uint8_t *flags, size_t n)
 {
     selsync_status s = check_live(ctx, flags, n, "any");
     if (s != SELSYNC_OK) return s;
+    enter("any", 1);
     return allreduce_chunks(flags, n, sizeof(uint8_t), MPI_UINT8_T, MPI_BOR);
 }
 
@@ -417,6 +612,7 @@ static selsync_status comm_sum_f64(void *ctx, double *buf, size_t n)
 {
     selsync_status s = check_live(ctx, buf, n, "sum_f64");
     if (s != SELSYNC_OK) return s;
+    enter("sum_f64", 1);
     return allreduce_chunks(buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
 }
 
@@ -436,6 +632,7 @@ static selsync_status comm_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     selsync_status s = check_live(ctx, buf, bytes, "bcast");
     if (s != SELSYNC_OK) return s;
+    enter("bcast", 1);
     if (root < 0 || root >= g.size) {
         set_error("bcast: root %d out of range [0, %d)", root, g.size);
         return SELSYNC_EINVAL;
@@ -444,8 +641,10 @@ static selsync_status comm_bcast(void *ctx, void *buf, size_t bytes, int root)
     size_t step = chunk_elems(1);
     for (size_t pos = 0; pos < bytes; pos += step) {
         size_t cnt = bytes - pos < step ? bytes - pos : step;
-        int rc = MPI_Bcast((char *)buf + pos, (int)cnt, MPI_BYTE, root, g.comm);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Bcast", rc);
+        MPI_Request rq;
+        s = wait_collective(MPI_Ibcast((char *)buf + pos, (int)cnt, MPI_BYTE, root, g.comm, &rq), &rq,
+                            "MPI_Ibcast");
+        if (s != SELSYNC_OK) return s;
     }
     g.bytes += (uint64_t)binomial_children(root) * (uint64_t)bytes;
     return SELSYNC_OK;
@@ -490,11 +689,14 @@ static selsync_status comm_send(void *ctx, int dest, int tag, const void *buf, s
         set_error("send: destination %d or tag %d out of range (%d ranks)", dest, tag, g.size);
         return SELSYNC_EINVAL;
     }
+    enter("send", 0);
     size_t piece = chunk_elems(1), pos = 0, n;
     do {
         n = bytes - pos < piece ? bytes - pos : piece;
-        int rc = MPI_Send((const char *)buf + pos, (int)n, MPI_BYTE, dest, tag, g.p2p);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Send", rc);
+        MPI_Request rq;
+        int rc = MPI_Isend((const char *)buf + pos, (int)n, MPI_BYTE, dest, tag, g.p2p, &rq);
+        s = rc == MPI_SUCCESS ? wait_for(1, &rq, &dest, MPI_STATUSES_IGNORE, "MPI_Isend") : mpi_fail("MPI_Isend", rc);
+        if (s != SELSYNC_OK) return s;
         pos += n;
     } while (n == piece);
     g.bytes += bytes;
@@ -512,18 +714,35 @@ static selsync_status comm_recv(void *ctx, int source, int tag, void *buf, size_
     int src = source == SELSYNC_ANY ? MPI_ANY_SOURCE : source;
     int tg = tag == SELSYNC_ANY ? MPI_ANY_TAG : tag, n = 0;
     size_t piece = chunk_elems(1), pos = 0;
+    enter("recv", 0);
     do {
         MPI_Status st;
-        int rc = MPI_Recv((char *)buf + pos, (int)(bytes - pos < piece ? bytes - pos : piece), MPI_BYTE,
-                          src, tg, g.p2p, &st);
-        if (rc == MPI_SUCCESS) rc = MPI_Get_count(&st, MPI_BYTE, &n);
-        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Recv", rc);
+        MPI_Request rq;
+        int rc = MPI_Irecv((char *)buf + pos, (int)(bytes - pos < piece ? bytes - pos : piece), MPI_BYTE, src,
+                           tg, g.p2p, &rq);
+        s = rc == MPI_SUCCESS ? wait_for(1, &rq, &src, &st, "MPI_Irecv") : mpi_fail("MPI_Irecv", rc);
+        if (s != SELSYNC_OK) return s;
+        rc = MPI_Get_count(&st, MPI_BYTE, &n);
+        if (rc != MPI_SUCCESS) return mpi_fail("MPI_Get_count", rc);
         src = st.MPI_SOURCE; /* the other pieces come from the same sender, same tag */
         tg = st.MPI_TAG;
         pos += (size_t)n;
     } while ((size_t)n == piece);
     if (got) *got = (selsync_msg){src, tg, pos};
     return SELSYNC_OK;
+}
+
+static const char *comm_last_error(void *ctx)
+{
+    (void)ctx;
+    return g.last_error;
+}
+
+/* The step a stall warning names. */
+static void comm_step_begins(void *ctx, uint64_t step)
+{
+    (void)ctx;
+    g.step = (int64_t)step;
 }
 
 static const selsync_comm_ops mpi_ops = {
@@ -539,6 +758,8 @@ static const selsync_comm_ops mpi_ops = {
     .abort = comm_abort,
     .send = comm_send,
     .recv = comm_recv,
+    .last_error = comm_last_error,
+    .step_begins = comm_step_begins,
 };
 
 static void at_exit_handler(void)
@@ -552,6 +773,47 @@ static void at_exit_handler(void)
     fflush(stderr);
     grace_before_abort();
     MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/* Frees the communicators (after the notices still in flight and those
+ * that arrived), finalises MPI if this module initialised it, and frees
+ * the watch's arrays. */
+static void release(void)
+{
+    int fin = 0;
+    MPI_Finalized(&fin);
+    if (!fin && g.watch != MPI_COMM_NULL && g.reached && g.note_req) {
+        watch_poll(0);
+        MPI_Waitall(g.size, g.note_req, MPI_STATUSES_IGNORE);
+    }
+    MPI_Comm *comms[] = {&g.watch, &g.p2p, &g.comm};
+    for (size_t i = 0; i < sizeof comms / sizeof comms[0] && !fin; ++i)
+        if (*comms[i] != MPI_COMM_NULL) MPI_Comm_free(comms[i]);
+    if (!fin && g.own_init) MPI_Finalize();
+    g.comm = g.p2p = g.watch = MPI_COMM_NULL;
+    g.own_init = 0;
+    free(g.reached);
+    free(g.note_buf);
+    free(g.note_req);
+    g.reached = g.note_buf = NULL;
+    g.note_req = NULL;
+}
+
+/* *out = the whole seconds >= 0 in environment variable name (def when
+ * unset or empty); 0 with the message in last_error when it holds anything
+ * else. */
+static int env_seconds(const char *name, double def, double *out)
+{
+    const char *v = getenv(name);
+    size_t digits = v ? strspn(v, "0123456789") : 0;
+    *out = def;
+    if (!v || !*v) return 1;
+    if (digits == 0 || v[digits] != '\0' || digits > 9) {
+        set_error("%s=%s: expected whole seconds from 0 to 999999999 (0 turns it off)", name, v);
+        return 0;
+    }
+    *out = (double)strtol(v, NULL, 10);
+    return 1;
 }
 
 static int launched_by_mpi(void)
@@ -580,6 +842,11 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     if (!launched_by_mpi()) {
         *out = selsync_comm_single();
         return SELSYNC_OK;
+    }
+    if (!env_seconds("SELSYNC_STALL_WARN", 60, &g.stall_warn) ||
+        !env_seconds("SELSYNC_STALL_TIMEOUT", 0, &g.stall_timeout)) {
+        copy_err(err, errlen, g.last_error);
+        return SELSYNC_ECONFIG;
     }
     int init = 0, fin = 0, rc;
     MPI_Finalized(&fin);
@@ -617,33 +884,35 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     if (rc == MPI_SUCCESS) rc = MPI_Comm_size(g.comm, &g.size);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(g.comm, &g.p2p);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g.p2p, MPI_ERRORS_RETURN);
-    if (rc != MPI_SUCCESS) {
-        mpi_fail("MPI communicator setup", rc);
-        copy_err(err, errlen, g.last_error);
-        if (g.p2p != MPI_COMM_NULL) MPI_Comm_free(&g.p2p);
-        if (g.comm != MPI_COMM_NULL) MPI_Comm_free(&g.comm);
-        if (g.own_init) {
-            MPI_Finalize();
-            g.own_init = 0;
-        }
-        return SELSYNC_ECOMM;
-    }
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(g.comm, &g.watch);
+    selsync_status st = SELSYNC_OK;
+    if (rc != MPI_SUCCESS) st = mpi_fail("MPI communicator setup", rc);
     const char *alg = getenv("SELSYNC_MPI_SUM");
-    if (alg && strcmp(alg, "reduce_scatter_block") == 0) g.sum_alg = SELSYNC_MPI_SUM_RSB;
-    else if (alg && *alg && strcmp(alg, "ring") != 0) {
+    if (st == SELSYNC_OK && alg && strcmp(alg, "reduce_scatter_block") == 0) g.sum_alg = SELSYNC_MPI_SUM_RSB;
+    else if (st == SELSYNC_OK && alg && *alg && strcmp(alg, "ring") != 0) {
         set_error("SELSYNC_MPI_SUM=%s: expected ring or reduce_scatter_block", alg);
-        copy_err(err, errlen, g.last_error);
-        MPI_Comm_free(&g.p2p);
-        MPI_Comm_free(&g.comm);
-        if (g.own_init) {
-            MPI_Finalize();
-            g.own_init = 0;
+        st = SELSYNC_ECONFIG;
+    }
+    if (st == SELSYNC_OK) {
+        g.reached = calloc((size_t)g.size, sizeof *g.reached);
+        g.note_buf = calloc((size_t)g.size, sizeof *g.note_buf);
+        g.note_req = malloc((size_t)g.size * sizeof *g.note_req);
+        if (!g.reached || !g.note_buf || !g.note_req) {
+            set_error("selsync_mpi_init: out of memory");
+            st = SELSYNC_ENOMEM;
         }
-        return SELSYNC_ECONFIG;
+        for (int r = 0; g.note_req && r < g.size; ++r) g.note_req[r] = MPI_REQUEST_NULL;
+    }
+    if (st != SELSYNC_OK) {
+        copy_err(err, errlen, g.last_error);
+        release();
+        return st;
     }
     g.active = 1;
     g.aborting = 0;
     g.bytes = 0;
+    g.seq = 0;
+    g.step = -1;
     /* Registered after MPI_Init_thread, so it runs before anything MPI
      * registered during initialisation. */
     if (!g.atexit_done && atexit(at_exit_handler) == 0) g.atexit_done = 1;
@@ -656,15 +925,7 @@ void selsync_mpi_finalize(void)
 {
     if (!g.active) return;
     g.active = 0;
-    int fin = 0;
-    MPI_Finalized(&fin);
-    if (!fin) {
-        MPI_Comm_free(&g.p2p);
-        MPI_Comm_free(&g.comm);
-        if (g.own_init) MPI_Finalize();
-    }
-    g.comm = g.p2p = MPI_COMM_NULL;
-    g.own_init = 0;
+    release();
     free(g.scratch);
     free(g.pack);
     free(g.start);
@@ -680,6 +941,11 @@ void selsync_mpi_finalize(void)
 int selsync_mpi_active(void)
 {
     return g.active;
+}
+
+void selsync_mpi_set_step(int64_t step)
+{
+    g.step = step;
 }
 
 const char *selsync_mpi_last_error(void)

@@ -16,7 +16,7 @@
  *             Two implementations, chosen with selsync_mpi_set_sum_algorithm
  *             or SELSYNC_MPI_SUM=ring|reduce_scatter_block at init:
  *     ring (default): a ring reduce-scatter and a ring allgather over
- *             MPI_Sendrecv, in place in the caller's array, blocks of
+ *             MPI_Irecv + MPI_Isend pairs, in place in the caller's array, blocks of
  *             n/N or n/N + 1 elements (no padding). The reduce-scatter moves
  *             1 MiB segments into a 1 MiB scratch kept between calls and adds
  *             them with MPI_Reduce_local; the allgather receives straight
@@ -37,12 +37,12 @@
  *             allgather spreads scaled sums. reduce_scatter_block: sum_f32
  *             of a packed copy (kept between calls), scaled while unpacked.
  *             Counted in bytes_sent as sum_f32 of the total count.
- *   any       MPI_Allreduce(MPI_BOR) on MPI_UINT8_T.
- *   sum_f64   MPI_Allreduce(MPI_SUM) on MPI_DOUBLE (no bitwise guarantee).
- *   bcast     MPI_Bcast of MPI_BYTE.
+ *   any       MPI_Iallreduce(MPI_BOR) on MPI_UINT8_T.
+ *   sum_f64   MPI_Iallreduce(MPI_SUM) on MPI_DOUBLE (no bitwise guarantee).
+ *   bcast     MPI_Ibcast of MPI_BYTE.
  * Each is issued in chunks (at most 1 GiB, and never more than INT_MAX
  * elements per MPI call), so counts above INT_MAX work.
- * Point-to-point: send/recv are MPI_Send/MPI_Recv of MPI_BYTE on a second
+ * Point-to-point: send/recv are MPI_Isend/MPI_Irecv of MPI_BYTE on a second
  * duplicate of MPI_COMM_WORLD (so they never match the ring's messages). A
  * message travels as pieces of the chunk size, ended by a shorter (possibly
  * empty) piece; recv takes the later pieces from the first one's sender
@@ -57,11 +57,41 @@
  *   bcast of S bytes from root (estimate as for a binomial tree): S times
  *       the number of children of this rank in the binomial tree rooted at
  *       root; the root sends ceil(log2 N) S, leaves 0, the job (N-1) S.
- *   Nothing is counted with N == 1. */
+ *   Nothing is counted with N == 1.
+ *
+ * Stall watch. Every wait above (the non-blocking calls are waited for
+ * with MPI_Testall) is watched; reduce_scatter_block keeps the blocking
+ * calls, whose summation order differs from the non-blocking ones', and
+ * watches an MPI_Ibarrier before each pair instead (a rank that stalls
+ * inside the pair is not reported). Set at init by two environment
+ * variables of whole seconds (anything else is refused with
+ * SELSYNC_ECONFIG):
+ *   SELSYNC_STALL_WARN (default 60; 0: off): after each such period in one
+ *     wait, one line on stderr:
+ *       selsync: rank R: waiting N s in OP (step S) for rank(s) X,Y
+ *     OP is the op (any, sum_f32, sum_f32v, sum_f64, bcast, send, recv);
+ *     "(step S)" only after selsync_mpi_set_step. The ranks named: in a
+ *     collective, those not known to have entered it; when all have (one
+ *     stalled inside it), the ring's neighbours whose message is missing,
+ *     else "unknown"; in send/recv the peer ("any rank" for SELSYNC_ANY).
+ *   SELSYNC_STALL_TIMEOUT (default 0: off): after that long in one wait,
+ *     the communicator's abort with exit code 1 and the message
+ *       waited N s in OP (step S) for rank(s) X,Y: SELSYNC_STALL_TIMEOUT=T
+ *       reached; aborting the job
+ *   With both 0, waits are MPI_Waitall. Otherwise a wait polls, busy for
+ *   its first second (at most a quarter of the shorter period), then with
+ *   1 ms naps. Half-way through the shorter period a rank waiting in a
+ *   collective sends every other rank a small notice (on a third duplicate
+ *   of MPI_COMM_WORLD); a rank answers the notices it has received, with
+ *   how many collectives it has entered, whenever one of its own waits is
+ *   past its busy part: this is how the missing ranks are known. A rank
+ *   with both settings 0 never answers, and is named as missing. Nothing
+ *   is sent while every wait is shorter than half the period. */
 #ifndef SELSYNC_COMM_MPI_H
 #define SELSYNC_COMM_MPI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "selsync/comm.h"
 #include "selsync/status.h"
@@ -75,7 +105,9 @@
  * active returns the same communicator.
  * Returns SELSYNC_ECOMM (message in err) when MPI_Init_thread fails or
  * provides less than MPI_THREAD_FUNNELED; SELSYNC_ECONFIG when
- * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block";
+ * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block", or
+ * SELSYNC_STALL_WARN or SELSYNC_STALL_TIMEOUT anything but whole seconds
+ * (checked before MPI is initialised);
  * SELSYNC_EINVAL on NULL out.
  *
  * The atexit handler: if the process exits while the communicator is active
@@ -98,6 +130,10 @@ void selsync_mpi_finalize(void);
 /* 1 while the MPI communicator of selsync_mpi_init is live (MPI initialised
  * and not finalised by this module), else 0. */
 int selsync_mpi_active(void);
+
+/* The caller's current step, shown in stall messages; negative: unknown
+ * (the state after selsync_mpi_init). */
+void selsync_mpi_set_step(int64_t step);
 
 /* The message of the last failure of this module ("" when none): the MPI
  * call and MPI_Error_string of its error code. Static storage; valid until

@@ -15,7 +15,14 @@
  *   mpirun -np N test_comm_mpi --abort-rank R
  *       rank R calls the communicator's abort(5, "test abort") while the
  *       others wait in sum_f32: mpirun must return 5 and stderr hold
- *       "selsync: rank R: test abort". No watchdog in this mode. */
+ *       "selsync: rank R: test abort". No watchdog in this mode.
+ *   mpirun -np N test_comm_mpi --stall-rank R --stall-in OP --pid-file F
+ *       a loop of STALL_STEPS steps (selsync_mpi_set_step), each an `any`
+ *       of one flag then a sum_f32 of 4096 floats, results checked. At step
+ *       STALL_AT, just before OP (any or sum_f32), rank R writes its pid
+ *       to F (complete when F appears) and waits for SIGCONT (at most 60 s):
+ *       to be stopped meanwhile with SIGSTOP, so that the others stall in OP.
+ *       Exit status 0 when every step's results were right. No watchdog. */
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
@@ -442,6 +449,84 @@ static int run_single(int *argc, char ***argv)
     return fails ? 1 : 0;
 }
 
+enum { STALL_STEPS = 6, STALL_AT = 3, STALL_FLOATS = 4096 };
+
+static volatile sig_atomic_t g_continued;
+
+static void on_cont(int sig)
+{
+    (void)sig;
+    g_continued = 1;
+}
+
+/* Writes this process's pid to path, complete when path appears. */
+static int write_pid(const char *path)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return 0;
+    int ok = fprintf(f, "%ld\n", (long)getpid()) > 0;
+    ok = (fclose(f) == 0) && ok;
+    return ok && rename(tmp, path) == 0;
+}
+
+/* Rank victim stops (see the usage) at step STALL_AT before op. */
+static void stall_point(int victim, const char *op, const char *here, int step, const char *pid_file)
+{
+    if (g_rank != victim || step != STALL_AT || strcmp(op, here) != 0) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_cont;
+    sigaction(SIGCONT, &sa, NULL);
+    if (!write_pid(pid_file)) {
+        fprintf(stderr, "rank %d: cannot write %s\n", g_rank, pid_file);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    fprintf(stderr, "rank %d: at step %d before %s, waiting for SIGCONT\n", g_rank, step, op);
+    for (int i = 0; i < 6000 && !g_continued; ++i) sleep_ms(10);
+    fprintf(stderr, "rank %d: %s\n", g_rank, g_continued ? "continued" : "not stopped within 60 s");
+}
+
+static int run_stall(int victim, const char *op, const char *pid_file, int *argc, char ***argv)
+{
+    char err[256];
+    selsync_status s = selsync_mpi_init(argc, argv, &C, err, sizeof err);
+    if (s != SELSYNC_OK) {
+        fprintf(stderr, "selsync_mpi_init: %s: %s\n", selsync_status_str(s), err);
+        return 1;
+    }
+    g_rank = C.ops->rank(C.ctx);
+    g_size = C.ops->size(C.ctx);
+    if (victim < 0 || victim >= g_size || !pid_file || (strcmp(op, "any") && strcmp(op, "sum_f32"))) {
+        if (g_rank == 0) fprintf(stderr, "--stall-rank %d --stall-in %s: bad arguments\n", victim, op);
+        selsync_mpi_finalize();
+        return 2;
+    }
+    static float buf[STALL_FLOATS];
+    int bad = 0;
+    for (int step = 0; step < STALL_STEPS; ++step) {
+        selsync_mpi_set_step(step);
+        uint8_t flag = g_rank == step % g_size;
+        stall_point(victim, op, "any", step, pid_file);
+        s = C.ops->any(C.ctx, &flag, 1);
+        bad += s != SELSYNC_OK || flag != 1;
+        for (int i = 0; i < STALL_FLOATS; ++i) buf[i] = (float)(g_rank + i % 7);
+        stall_point(victim, op, "sum_f32", step, pid_file);
+        s = s == SELSYNC_OK ? C.ops->sum_f32(C.ctx, buf, STALL_FLOATS) : s;
+        for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i)
+            bad += buf[i] != (float)(g_size * (g_size - 1) / 2 + g_size * (i % 7));
+        if (s != SELSYNC_OK || bad) {
+            fprintf(stderr, "rank %d: step %d: status %s, %d wrong results: %s\n", g_rank, step,
+                    selsync_status_str(s), bad, selsync_mpi_last_error());
+            break;
+        }
+    }
+    fprintf(stderr, "rank %d: %d steps done, %s\n", g_rank, STALL_STEPS, bad ? "FAIL" : "results right");
+    selsync_mpi_finalize();
+    return bad ? 1 : 0;
+}
+
 static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
 {
     char err[256];
@@ -483,19 +568,28 @@ static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
 
 int main(int argc, char **argv)
 {
-    int victim = -1, use_abort = 0;
+    int victim = -1, use_abort = 0, stall = -1;
+    const char *stall_in = "any", *pid_file = NULL;
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--single") == 0) return run_single(&argc, &argv);
-        if (strcmp(argv[i], "--exit-rank") == 0 && i + 1 < argc) {
+        if (strcmp(argv[i], "--stall-rank") == 0 && i + 1 < argc) {
+            stall = atoi(argv[++i]);
+        } else if (strcmp(argv[i], "--stall-in") == 0 && i + 1 < argc) {
+            stall_in = argv[++i];
+        } else if (strcmp(argv[i], "--pid-file") == 0 && i + 1 < argc) {
+            pid_file = argv[++i];
+        } else if (strcmp(argv[i], "--exit-rank") == 0 && i + 1 < argc) {
             victim = atoi(argv[++i]);
         } else if (strcmp(argv[i], "--abort-rank") == 0 && i + 1 < argc) {
             victim = atoi(argv[++i]);
             use_abort = 1;
         } else {
-            fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R |\n"
+                            "    --stall-rank R --stall-in any|sum_f32 --pid-file F]\n", argv[0]);
             return 2;
         }
     }
+    if (stall >= 0) return run_stall(stall, stall_in, pid_file, &argc, &argv);
     if (victim >= 0) return run_exit_rank(victim, use_abort, &argc, &argv);
 
     if (!launched()) {

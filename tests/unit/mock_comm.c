@@ -123,8 +123,15 @@ static selsync_status m_recv(void *ctx, int source, int tag, void *buf, size_t b
     return SELSYNC_ECOMM;
 }
 
+static const char *m_last_error(void *ctx)
+{
+    (void)ctx;
+    return "mock communicator: call failed as scripted";
+}
+
 static const selsync_comm_ops mock_ops = {
     "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
+    m_last_error, NULL,
 };
 
 void mock_init(mock_comm *m, int rank, int size)

@@ -179,21 +179,38 @@ static void test_zero_norms_sync(void **state)
 static void test_nonfinite_stops(void **state)
 {
     fx *f = *state;
-    const double loss[] = {NAN, 1, 1};
-    for (int k = 0; k < 3; k++) { /* a NaN loss, a NaN gradient, an infinite gradient */
+    static const char *const why[] = {"the gradient is not finite", "the gradient is not finite",
+                                      "a trained parameter is not finite"};
+    for (int k = 0; k < 3; k++) { /* a NaN gradient, an infinite gradient, a NaN parameter */
         mock_init(&f->mock, 1, 2);
         make(f);
         set_grads(1);
         step(f);
         step(f);
-        if (k == 1) f->gw1[1] = NAN;
-        if (k == 2) f->gw3[0] = INFINITY;
-        assert_int_equal(selsync_before_update(f->e, loss[k], 0.1), SELSYNC_ENONFINITE);
-        assert_contains(selsync_engine_error(f->e), "step 2: rank 1: the loss (");
-        assert_contains(selsync_engine_error(f->e), "is not finite; stopping");
+        if (k == 0) f->gw1[1] = NAN;
+        if (k == 1) f->gw3[0] = INFINITY;
+        if (k == 2) f->w0[3] = NAN;
+        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
+        assert_contains(selsync_engine_error(f->e), "step 2: rank 1: ");
+        assert_contains(selsync_engine_error(f->e), why[k]);
+        assert_contains(selsync_engine_error(f->e), "; stopping");
         selsync_destroy(f->e);
         f->e = NULL;
+        f->w0[3] = 0;
     }
+}
+
+/* An infinite loss with a finite gradient (softmax cross-entropy of an
+ * underflowed probability) is a step like any other. */
+static void test_infinite_loss_finite_gradient_goes_on(void **state)
+{
+    fx *f = *state;
+    make(f);
+    set_grads(1);
+    step(f);
+    assert_int_equal(selsync_before_update(f->e, INFINITY, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_true(selsync_last_step(f->e)->decision != SELSYNC_SKIP_STEP);
 }
 
 static void test_nonfinite_skips(void **state)
@@ -1000,6 +1017,47 @@ static void test_snapshot_restore_continues(void **state)
     free(saved);
 }
 
+/* Restored fields are checked before any is taken: a NaN ratio, a huge
+ * ratio_n, step counters out of order, negative times, NaN norms. The
+ * snapshot head is magic[8], seven u64 (n_track, window, n_params,
+ * n_trained, has_snap, step, ratio_n), the doubles ratio and wall, then
+ * the totals (six u64, five doubles); the norms follow. */
+static void test_restore_validates_fields(void **state)
+{
+    fx *f = *state;
+    const size_t at_ratio_n = 8 + 6 * 8, at_ratio = 8 + 7 * 8, at_wall = at_ratio + 8,
+                 at_steps = at_wall + 8, at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8;
+    make(f);
+    set_grads(1);
+    for (int t = 0; t < 3; t++) step(f);
+    size_t len = selsync_snapshot_size(f->e);
+    unsigned char *saved = malloc(len), *bad = malloc(len);
+    assert_non_null(saved);
+    assert_non_null(bad);
+    assert_int_equal(selsync_snapshot(f->e, saved, len), SELSYNC_OK);
+    selsync_destroy(f->e);
+    const double nan = NAN, neg = -1;
+    const uint64_t huge = UINT64_MAX / 2;
+    struct { size_t at; const void *v; size_t n; const char *why; } cases[] = {
+        {at_ratio, &nan, 8, "transfer ratio"},       {at_ratio_n, &huge, 8, "transfer ratio"},
+        {at_steps, &huge, 8, "step counters"},       {at_wall, &neg, 8, "times"},
+        {at_t_compute, &nan, 8, "times"},            {at_norms, &nan, 8, "gradient norms"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(bad, saved, len);
+        memcpy(bad + cases[i].at, cases[i].v, cases[i].n);
+        make(f);
+        assert_int_equal(selsync_restore(f->e, bad, len), SELSYNC_EMISMATCH);
+        assert_contains(selsync_engine_error(f->e), "the saved state is damaged");
+        assert_contains(selsync_engine_error(f->e), cases[i].why);
+        selsync_destroy(f->e);
+    }
+    make(f); /* the untouched snapshot restores */
+    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_OK);
+    free(bad);
+    free(saved);
+}
+
 static void test_restore_rejects(void **state)
 {
     fx *f = *state;
@@ -1030,6 +1088,7 @@ int main(void)
         T(test_ewma_auto_smoothing),
         T(test_zero_norms_sync),
         T(test_nonfinite_stops),
+        T(test_infinite_loss_finite_gradient_goes_on),
         T(test_constant_norms_local_after_warmup),
         T(test_residual_is_subtracted),
         T(test_delta_zero_syncs_every_step),
@@ -1059,6 +1118,7 @@ int main(void)
         T(test_eval_rows_and_excluded_time),
         T(test_snapshot_restore_continues),
         T(test_restore_rejects),
+        T(test_restore_validates_fields),
     };
 #undef T
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -58,6 +58,11 @@ typedef struct selsync_comm_ops {
      * SELSYNC_ANY) into buf; one longer than bytes is an error. got (may be
      * NULL) receives its source, tag and length. */
     selsync_status (*recv)(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got);
+    /* The message of the last failed call ("" if none; NULL: no messages). */
+    const char *(*last_error)(void *ctx);
+    /* Step `step` (0-based, as the engine counts) begins: for messages such
+     * as a stall warning (NULL: not used). */
+    void (*step_begins)(void *ctx, uint64_t step);
 } selsync_comm_ops;
 
 typedef struct selsync_comm {
@@ -67,5 +72,15 @@ typedef struct selsync_comm {
 
 /* A communicator for one process: collectives are identities. */
 selsync_comm selsync_comm_single(void);
+
+/* The calls hosts make outside a session: this rank, the rank count, and
+ * ending the whole job with a message (one process: prints and returns). */
+int selsync_comm_rank(const selsync_comm *c);
+int selsync_comm_size(const selsync_comm *c);
+void selsync_comm_abort(const selsync_comm *c, int code, const char *message);
+
+/* Why the last call on c failed with st: the transport's message, else
+ * st's name. The one place the core reads a transport's errors. */
+const char *selsync_comm_error(const selsync_comm *c, selsync_status st);
 
 #endif

@@ -130,6 +130,10 @@ selsync_status selsync_config_check_world(const selsync_config *cfg, int world,
 double selsync_config_smoothing(const selsync_config *cfg, int world);
 
 /* Names, for messages and logs (static strings). */
+/* "FILE:LINE: method=M" and the settings that apply to M, then
+ * "; N process(es)": the line a host prints when it accepts a section. */
+void selsync_config_describe(const selsync_config *cfg, int world, char *buf, size_t len);
+
 const char *selsync_method_name(selsync_method m);
 const char *selsync_config_key_name(selsync_config_key k);
 

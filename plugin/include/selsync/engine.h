@@ -160,6 +160,9 @@ double selsync_now(void);
 const char *selsync_decision_name(selsync_decision d);
 
 const selsync_step *selsync_last_step(const selsync_engine *e);
+
+/* Steps done (a restored engine counts the steps before the snapshot). */
+uint64_t selsync_engine_steps(const selsync_engine *e);
 void selsync_get_totals(const selsync_engine *e, selsync_totals *out);
 
 /* The message of the last failure ("" if none). */

@@ -1,0 +1,567 @@
+/* A training session (see selsync/session.h).
+ *
+ * The collectives of a session, in the order every rank issues them:
+ *   load        bcast(layout hash), any(differs), bcast(every tensor),
+ *               bcast(checkpoint state length), bcast(state)
+ *   begin       (ssp workers: the engine's initial pull)
+ *   each step   [injection: one bcast per sender], the engine's agreement
+ *               and transfer; when due: the consensus sum and bcast(done)
+ *               (evaluation), send/recv to rank 0 and bcast(done)
+ *               (checkpoint)
+ *   end         (ssp: the server's loop), the final average, sum_f64
+ *               (summary)
+ * Rank 0 alone reads and writes files; the host's score and save_model run
+ * on rank 0 between collectives. */
+#include "selsync/session.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "selsync/checkpoint.h"
+#include "selsync/inject.h"
+#include "selsync/partition.h"
+#include "selsync/rng.h"
+#include "selsync/ssp.h"
+
+#include "internal.h"
+
+/* The state in a checkpoint: this head, then per rank its position in its
+ * data (u64) and its engine snapshot, all of the same length. */
+typedef struct checkpoint_head {
+    char magic[8];
+    int32_t world, pad;
+    uint64_t per_rank, batches;
+} checkpoint_head;
+
+static const char checkpoint_magic[8] = "SSDKNT1";
+
+struct selsync_session {
+    selsync_config cfg;
+    selsync_comm comm;
+    selsync_host host;
+    int rank, world;
+    int ssp;                     /* method ssp: rank 0 serves, the others work */
+    selsync_model model;
+    selsync_engine *engine;      /* from begin (or the first step) on */
+    size_t *order, count;        /* this rank's samples */
+    size_t next_sample;          /* sequential plan: position of the walk (loader threads) */
+    size_t trained_sample;       /* next_sample after the batches loaded so far */
+    selsync_inject_sizes inject; /* inject.senders == 0: no injection */
+    int *senders;                /* injection: this step's senders */
+    uint64_t batches;            /* injection: batches trained so far (index of the next one) */
+    uint64_t requested;          /* injection: loads requested so far (index of the next one) */
+    uint64_t images_loaded;      /* injection: own images loaded ... */
+    uint64_t loads;              /* ... in this many batches */
+    void *resume;                /* a checkpoint's state, until the engine takes it */
+    size_t resume_len;
+    char checkpoint[4096];       /* the checkpoint file rank 0 writes */
+    const char *metric;          /* evaluation: "top1" or "map50"; NULL: off */
+    size_t heldout;              /* evaluation: held-out samples */
+    uint64_t evaluated;          /* steps done at the last evaluation */
+    selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
+    char err[2048];
+};
+
+#define FAIL(s, st, ...) selsync_fail((s)->err, sizeof (s)->err, (st), __VA_ARGS__)
+
+/* One line to stderr, "selsync: rank R: " first where there are ranks. */
+static void say(const selsync_session *s, const char *fmt, ...) SELSYNC_PRINTF(2, 3);
+static void say(const selsync_session *s, const char *fmt, ...)
+{
+    char line[2048];
+    int n = s->world > 1 ? snprintf(line, sizeof line, "selsync: rank %d: ", s->rank)
+                         : snprintf(line, sizeof line, "selsync: ");
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    va_end(ap);
+    strcat(line, "\n");
+    fputs(line, stderr); /* one write, so that ranks' lines do not interleave */
+}
+
+/* A failed collective: the transport's message, naming what was done. */
+static selsync_status comm_failed(selsync_session *s, selsync_status st, const char *what)
+{
+    return FAIL(s, st ? st : SELSYNC_ECOMM, "%s: %s", what, selsync_comm_error(&s->comm, st));
+}
+
+static selsync_status engine_failed(selsync_session *s)
+{
+    snprintf(s->err, sizeof s->err, "%s", selsync_engine_error(s->engine));
+    return SELSYNC_ECOMM;
+}
+
+/* The ranks that share the data: all, or with ssp the workers. */
+static int parts(const selsync_session *s) { return s->world - s->ssp; }
+
+selsync_status selsync_session_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_host *host,
+                                      selsync_session **out, char *err, size_t errlen)
+{
+    selsync_session *s;
+    *out = NULL;
+    if (!cfg || !comm || !comm->ops || !host)
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] session: NULL argument");
+    if (!(s = calloc(1, sizeof *s))) return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory");
+    s->cfg = *cfg;
+    s->comm = *comm;
+    s->host = *host;
+    s->rank = selsync_comm_rank(comm);
+    s->world = selsync_comm_size(comm);
+    s->ssp = cfg->method == SELSYNC_METHOD_SSP;
+    s->evaluated = UINT64_MAX;
+    *out = s;
+    return SELSYNC_OK;
+}
+
+/* ---- load: one network, rank 0's weights and state everywhere ---- */
+
+selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, uint64_t layout_hash,
+                                    const char *weights, int required)
+{
+    const selsync_comm_ops *ops = s->comm.ops;
+    selsync_status st;
+    uint64_t root = layout_hash, len = 0;
+    s->model = *model;
+    if (s->world > 1) {
+        uint8_t differs;
+        if ((st = ops->bcast(s->comm.ctx, &root, sizeof root, 0))) return comm_failed(s, st, "sharing the layout");
+        differs = root != layout_hash;
+        if ((st = ops->any(s->comm.ctx, &differs, 1))) return comm_failed(s, st, "comparing the layouts");
+        if (differs)
+            return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->cfg.file, root != layout_hash
+                        ? "the network built from this cfg differs from rank 0's (layers or sizes); every rank "
+                          "must train the same network"
+                        : "another rank built a different network from its cfg");
+        for (size_t i = 0; i < model->n_tensors; ++i)
+            if ((st = ops->bcast(s->comm.ctx, model->tensors[i].param, model->tensors[i].count * sizeof(float), 0)))
+                return comm_failed(s, st, "sharing the initial weights");
+    }
+    if (s->rank == 0 && weights && *weights) {
+        if ((st = selsync_checkpoint_read(weights, required, &s->resume, &s->resume_len, s->err, sizeof s->err)))
+            return st;
+        len = s->resume_len;
+    }
+    if (s->world > 1 && (st = ops->bcast(s->comm.ctx, &len, sizeof len, 0)))
+        return comm_failed(s, st, "sharing the checkpoint state");
+    if (len == 0) return SELSYNC_OK;
+    if (s->rank != 0 && !(s->resume = malloc(len))) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the checkpoint");
+    s->resume_len = len;
+    if (s->world > 1 && (st = ops->bcast(s->comm.ctx, s->resume, len, 0)))
+        return comm_failed(s, st, "sharing the checkpoint state");
+    if (s->rank == 0) say(s, "%s is a checkpoint: every rank resumes from its state", weights);
+    return SELSYNC_OK;
+}
+
+/* With the engine created: takes this rank's part of the checkpoint state. */
+static selsync_status resume(selsync_session *s)
+{
+    checkpoint_head h;
+    const uint8_t *p = s->resume;
+    uint64_t next;
+    if (!p) return SELSYNC_OK;
+    size_t per_rank = sizeof next + selsync_snapshot_size(s->engine);
+    if (s->resume_len < sizeof h) goto mismatch;
+    memcpy(&h, p, sizeof h);
+    if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0) goto mismatch;
+    if (h.world != s->world)
+        return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint was written by a job of %d ranks; this one has %d "
+                    "(run it with the same number of ranks)", s->cfg.file, h.world, s->world);
+    if (h.per_rank != per_rank || s->resume_len != sizeof h + (size_t)h.world * per_rank) goto mismatch;
+    p += sizeof h + (size_t)s->rank * per_rank;
+    memcpy(&next, p, sizeof next);
+    if (selsync_restore(s->engine, p + sizeof next, per_rank - sizeof next)) return engine_failed(s);
+    s->next_sample = s->trained_sample = (size_t)next;
+    s->batches = h.batches;
+    free(s->resume);
+    s->resume = NULL;
+    if (s->rank == 0) say(s, "resumed at step %llu", (unsigned long long)selsync_session_steps(s));
+    return SELSYNC_OK;
+mismatch:
+    return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint's state does not fit this network and [selsync] section "
+                "(written for another cfg?)", s->cfg.file);
+}
+
+static selsync_status start_engine(selsync_session *s)
+{
+    selsync_status st = selsync_create(&s->cfg, &s->comm, &s->model, &s->engine, s->err, sizeof s->err);
+    return st ? st : resume(s);
+}
+
+/* ---- begin: the partition and the injection plan ---- */
+
+static const char *partition_name(selsync_partition p)
+{
+    return p == SELSYNC_PARTITION_IID ? "iid" : p == SELSYNC_PARTITION_SELDP ? "seldp"
+         : p == SELSYNC_PARTITION_LABEL ? "label" : "dirichlet";
+}
+
+/* Rank 0: one line per training rank with its samples per class, to stderr
+ * and every rank's metrics file. */
+static selsync_status report_partition(selsync_session *s, const selsync_data *d)
+{
+    size_t cols = (size_t)d->classes + 1, *hist = calloc((size_t)parts(s) * cols, sizeof *hist);
+    selsync_status st = SELSYNC_OK;
+    char line[4096];
+    if (!hist) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+    st = selsync_partition_histogram(&s->cfg, d->labels, d->n, d->classes, parts(s), hist, s->err, sizeof s->err);
+    for (int r = 0; r < parts(s) && !st; ++r) {
+        size_t total = 0, len;
+        for (size_t c = 0; c < cols; ++c) total += hist[r * cols + c];
+        len = (size_t)snprintf(line, sizeof line, "partition %s rank %d: %zu samples;",
+                               partition_name(s->cfg.partition), r + s->ssp, total);
+        for (size_t c = 0; c < cols && len < sizeof line; ++c)
+            if (hist[r * cols + c])
+                len += (size_t)(c == (size_t)d->classes
+                    ? snprintf(line + len, sizeof line - len, " none:%zu", hist[r * cols + c])
+                    : snprintf(line + len, sizeof line - len, " %zu:%zu", c, hist[r * cols + c]));
+        if (s->rank == 0) say(s, "%s", line);
+        if (selsync_log_note(s->engine, line)) st = engine_failed(s);
+    }
+    free(hist);
+    return st;
+}
+
+static selsync_status partition(selsync_session *s, const selsync_data *d, selsync_plan *plan)
+{
+    selsync_status st;
+    if (!(s->order = malloc((d->n ? d->n : 1) * sizeof *s->order))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+    if (s->ssp && s->rank == 0) {
+        for (size_t i = 0; i < d->n; ++i) s->order[i] = i;
+        s->count = d->n;
+    } else if ((st = selsync_partition_make(&s->cfg, d->labels, d->n, d->classes, parts(s), s->rank - s->ssp,
+                                            s->order, &s->count, s->err, sizeof s->err))) {
+        size_t used = strlen(s->err);
+        snprintf(s->err + used, sizeof s->err - used, " (%zu training files, %d classes)", d->n, d->classes);
+        return st;
+    }
+    plan->order = s->order;
+    plan->count = s->count;
+    plan->sequential = s->cfg.partition == SELSYNC_PARTITION_SELDP;
+    return report_partition(s, d);
+}
+
+selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, selsync_plan *plan)
+{
+    selsync_status st;
+    memset(plan, 0, sizeof *plan);
+    plan->images = d->batch;
+    if (!s->engine && (st = start_engine(s))) return st;
+    if (s->cfg.eval_every > 0) {
+        s->metric = d->metric;
+        s->heldout = d->heldout;
+    }
+    if (s->cfg.checkpoint_every > 0) {
+        if (!d->checkpoint || snprintf(s->checkpoint, sizeof s->checkpoint, "%s", d->checkpoint) >=
+            (int)sizeof s->checkpoint)
+            return FAIL(s, SELSYNC_EINVAL, "%s: [selsync] checkpoint_every: no checkpoint file, or its path is too "
+                        "long", s->cfg.file);
+        if (s->rank == 0) say(s, "checkpoint every %d steps to %s", s->cfg.checkpoint_every, s->checkpoint);
+    }
+    /* this rank's sampling: the same seed gives the same run (a resumed run
+     * draws anew from where it resumed) */
+    selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed + d->step);
+    plan->seed = selsync_rng_next(&r);
+    if (d->n > 0 && (st = partition(s, d, plan))) return st;
+    if (s->ssp && s->rank == 0) { /* the server: no loop; it serves at the end */
+        plan->serve_only = 1;
+        return SELSYNC_OK;
+    }
+    if (s->cfg.inject_alpha > 0) {
+        if ((st = selsync_inject_plan(&s->cfg, s->world, d->batch, &s->inject, s->err, sizeof s->err))) return st;
+        if (!(s->senders = malloc((size_t)s->inject.senders * sizeof *s->senders)))
+            return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+        plan->images = s->inject.own;
+        s->requested = s->batches;
+        if (s->rank == 0)
+            say(s, "injection: each step %d of %d ranks share %d images each: a sender loads %d, every other rank "
+                "%d, and every batch is completed to %d", s->inject.senders, s->world, s->inject.shared,
+                s->inject.load, s->inject.own, s->inject.own + s->inject.senders * s->inject.shared);
+    }
+    return SELSYNC_OK;
+}
+
+/* ---- loads ---- */
+
+/* 1 when this rank shares part of batch `index` (the same answer on every
+ * rank); the senders in s->senders. */
+static int sends(selsync_session *s, uint64_t index)
+{
+    selsync_inject_senders(s->cfg.seed, index, s->world, s->inject.senders, s->senders);
+    for (int i = 0; i < s->inject.senders; ++i)
+        if (s->senders[i] == s->rank) return 1;
+    return 0;
+}
+
+void selsync_session_batch_requested(selsync_session *s, int *images)
+{
+    /* No load runs now, and every load so far belongs to a batch trained
+     * by the time of the next checkpoint. */
+    s->trained_sample = s->next_sample;
+    if (s->inject.senders) *images = sends(s, s->requested++) ? s->inject.load : s->inject.own;
+}
+
+size_t selsync_session_next_sample(selsync_session *s)
+{
+    return s->count ? s->next_sample++ % s->count : 0;
+}
+
+int selsync_session_injects(const selsync_session *s) { return s->inject.senders > 0; }
+
+/* The batch at BATCH_LOADED is the one requested before the latest request
+ * (the trainer loads the next batch while it trains this one). */
+selsync_status selsync_session_batch_loaded(selsync_session *s, const float *rows, int loaded, size_t row_len,
+                                            float **full, int *full_rows)
+{
+    const selsync_inject_sizes *sz = &s->inject;
+    int batch = sz->own + sz->senders * sz->shared;
+    uint64_t bytes = 0;
+    selsync_status st;
+    *full = NULL;
+    if (s->requested < 2)
+        return FAIL(s, SELSYNC_ESTATE, "injection: the trainer did not report BATCH_REQUESTED before its loads");
+    s->batches = s->requested - 1;
+    int want = sends(s, s->batches - 1) ? sz->load : sz->own;
+    if (loaded != want) return FAIL(s, SELSYNC_EMISMATCH, "injection: the loader gave %d images, expected %d", loaded, want);
+    if (!(*full = malloc((size_t)batch * row_len * sizeof **full))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+    s->images_loaded += (uint64_t)loaded;
+    s->loads++;
+    if ((st = selsync_inject_exchange(&s->comm, sz, s->senders, rows, row_len, *full, &bytes))) {
+        free(*full);
+        *full = NULL;
+        return comm_failed(s, st, "injection");
+    }
+    selsync_note_injection(s->engine, bytes);
+    *full_rows = batch;
+    return SELSYNC_OK;
+}
+
+/* ---- steps, evaluations and checkpoints ---- */
+
+selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate)
+{
+    selsync_status st;
+    if (!s->engine && s->ssp)
+        return FAIL(s, SELSYNC_ESTATE, "%s: [selsync] method = ssp needs a trainer that reports TRAIN_BEGIN "
+                    "(classifier train, detector train)", s->cfg.file);
+    if (!s->engine && (st = start_engine(s))) return st;
+    return selsync_before_update(s->engine, loss, learning_rate) ? engine_failed(s) : SELSYNC_OK;
+}
+
+/* Rank 0: scores params (NULL: its own) and records the row. */
+static selsync_status record_evaluation(selsync_session *s, const float *params)
+{
+    float *own = NULL;
+    if (!params) { /* pack the model's own parameters */
+        size_t n = 0;
+        for (size_t i = 0; i < s->model.n_tensors; ++i) n += s->model.tensors[i].count;
+        if (!(own = malloc((n ? n : 1) * sizeof *own))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+        n = 0;
+        for (size_t i = 0; i < s->model.n_tensors; ++i) {
+            memcpy(own + n, s->model.tensors[i].param, s->model.tensors[i].count * sizeof *own);
+            n += s->model.tensors[i].count;
+        }
+        params = own;
+    }
+    double t0 = selsync_now(), score = s->host.score(s->host.user, params), took = selsync_now() - t0;
+    free(own);
+    if (isnan(score)) return FAIL(s, SELSYNC_EIO, "evaluation failed");
+    const char *what = strcmp(s->metric, "top1") ? "mAP@0.5" : "top-1";
+    if (s->ssp) { /* the server has no steps of its own */
+        say(s, "final model: %s %.4f on %zu held-out images", what, score, s->heldout);
+        return SELSYNC_OK;
+    }
+    say(s, "step %llu: %s %.4f on %zu held-out images (%.2f s, not counted as training)",
+        (unsigned long long)selsync_session_steps(s), what, score, s->heldout, took);
+    return selsync_log_eval(s->engine, s->metric, score, took) ? engine_failed(s) : SELSYNC_OK;
+}
+
+/* Every eval_every steps (all ranks): rank 0 scores the mean of the ranks'
+ * parameters; the others wait, and the time counts as no one's training. */
+static selsync_status evaluate(selsync_session *s, uint64_t steps)
+{
+    selsync_status st = SELSYNC_OK;
+    const float *mean = selsync_consensus(s->engine);
+    uint8_t done = 1;
+    if (!mean) return engine_failed(s);
+    if (s->rank == 0) st = record_evaluation(s, mean);
+    if (st) return st;
+    if ((st = s->comm.ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "evaluation");
+    s->evaluated = steps;
+    selsync_exclude_time(s->engine);
+    return SELSYNC_OK;
+}
+
+/* Every checkpoint_every steps (all ranks): rank 0 gathers every rank's
+ * state and writes the checkpoint atomically. */
+static selsync_status checkpoint(selsync_session *s, uint64_t steps)
+{
+    const selsync_comm_ops *ops = s->comm.ops;
+    double t0 = selsync_now();
+    char tmp[4200];
+    size_t per_rank = sizeof(uint64_t) + selsync_snapshot_size(s->engine);
+    size_t len = sizeof(checkpoint_head) + (s->rank == 0 ? (size_t)s->world : 1) * per_rank;
+    uint8_t *buf = malloc(len), *mine = buf + sizeof(checkpoint_head), done = 1;
+    uint64_t next = s->trained_sample;
+    selsync_status st = SELSYNC_OK;
+    if (!buf) return FAIL(s, SELSYNC_ENOMEM, "out of memory for a checkpoint");
+    memcpy(mine, &next, sizeof next);
+    if (selsync_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next)) {
+        st = engine_failed(s);
+    } else if (s->rank != 0) {
+        if ((st = ops->send(s->comm.ctx, 0, 0, mine, per_rank))) st = comm_failed(s, st, "checkpoint");
+    } else {
+        for (int r = 1; r < s->world && !st; ++r)
+            if ((st = ops->recv(s->comm.ctx, r, 0, mine + (size_t)r * per_rank, per_rank, NULL)))
+                st = comm_failed(s, st, "checkpoint");
+        checkpoint_head h = {{0}, s->world, 0, per_rank, s->batches};
+        memcpy(h.magic, checkpoint_magic, sizeof h.magic);
+        memcpy(buf, &h, sizeof h);
+        if (!st && selsync_checkpoint_temp(s->checkpoint, tmp, sizeof tmp))
+            st = FAIL(s, SELSYNC_EINVAL, "checkpoint path too long: %s", s->checkpoint);
+        if (!st && s->host.save_model(s->host.user, tmp))
+            st = FAIL(s, SELSYNC_EIO, "checkpoint %s: cannot write %s", s->checkpoint, tmp);
+        if (!st) st = selsync_checkpoint_seal(tmp, s->checkpoint, buf, len, s->err, sizeof s->err);
+        if (!st)
+            say(s, "step %llu: checkpoint %s (%.1f MB, %.2f s)", (unsigned long long)steps, s->checkpoint,
+                (double)len / 1e6, selsync_now() - t0);
+    }
+    free(buf);
+    if (st) return st;
+    /* every rank waits for the write: its time is no one's training */
+    if ((st = ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "checkpoint");
+    selsync_exclude_time(s->engine);
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_session_after_update(selsync_session *s)
+{
+    selsync_status st;
+    if (selsync_after_update(s->engine)) return engine_failed(s);
+    uint64_t steps = selsync_session_steps(s);
+    if (s->cfg.checkpoint_every > 0 && steps % (uint64_t)s->cfg.checkpoint_every == 0 &&
+        (st = checkpoint(s, steps)))
+        return st;
+    if (s->metric && !s->ssp && steps % (uint64_t)s->cfg.eval_every == 0 && (st = evaluate(s, steps)))
+        return st;
+    return SELSYNC_OK;
+}
+
+/* ---- the end ---- */
+
+/* " (Rx<what>)" for the ratio num / den of two byte counts, or "" when
+ * either is 0: one rank (bsp sends nothing), or a run that sent nothing. */
+static const char *times(char *buf, size_t len, double num, double den, const char *what)
+{
+    if (num > 0 && den > 0) snprintf(buf, len, " (%.2fx%s)", num / den, what);
+    else if (len) buf[0] = '\0';
+    return buf;
+}
+
+/* The summary: means over the training ranks (ssp: the workers). */
+static selsync_status summary(selsync_session *s, FILE *out)
+{
+    selsync_totals t;
+    selsync_status st;
+    char ratio[48];
+    selsync_get_totals(s->engine, &t);
+    double v[10] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+                    t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes,
+                    (double)s->images_loaded, (double)s->loads};
+    if (s->ssp && s->rank == 0) memset(v, 0, sizeof v);
+    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 10))) return comm_failed(s, st, "gathering the summary");
+    if (s->rank != 0) return SELSYNC_OK;
+    for (int i = 0; i < 10; ++i) v[i] /= parts(s);
+    double comm = v[3] + v[4] + v[5], share = v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0;
+    if (s->ssp) {
+        const selsync_ssp_stats *x = &s->served;
+        fprintf(out,
+                "selsync: summary: method=ssp, %d ranks (server + %d worker%s), staleness %d, %.0f steps per worker\n"
+                "selsync: summary: pushed and pulled %.2f MB per worker vs %.2f MB sent for bsp%s\n"
+                "selsync: summary: time per worker: compute %.2f s, measure %.3f s, blocked (agree) %.3f s, "
+                "transfer %.3f s (communication %.1f%%)\n"
+                "selsync: summary: server: %llu updates applied, %llu pulls answered, %llu held by the bound "
+                "(%.3f s), largest lead %llu, %.2f MB sent\n",
+                s->world, s->world - 1, s->world == 2 ? "" : "s", s->cfg.ssp_staleness, v[6], v[0] / 1e6,
+                v[1] / 1e6, times(ratio, sizeof ratio, v[0], v[1], ""), v[2], v[3], v[4], v[5], share,
+                (unsigned long long)x->pushes, (unsigned long long)x->pulls, (unsigned long long)x->queued,
+                x->t_wait, (unsigned long long)x->max_lead, (double)x->bytes_sent / 1e6);
+        return SELSYNC_OK;
+    }
+    fprintf(out,
+            "selsync: summary: method=%s, %d rank%s, %llu steps, %llu synchronised (%.1f%%)\n"
+            "selsync: summary: model synchronisation sent %.2f MB per rank; bsp would have sent %.2f MB%s\n",
+            selsync_method_name(s->cfg.method), s->world, s->world == 1 ? "" : "s", (unsigned long long)t.steps,
+            (unsigned long long)t.synced_steps, t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6,
+            v[1] / 1e6, times(ratio, sizeof ratio, v[1], v[0], " as much"));
+    if (v[7] > 0)
+        fprintf(out, "selsync: summary: data injection sent %.2f MB per rank; each rank loaded %.2f own images "
+                "per step on average, its batches completed to %d\n", v[7] / 1e6, v[9] > 0 ? v[8] / v[9] : 0.0,
+                s->inject.own + s->inject.senders * s->inject.shared);
+    fprintf(out, "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, transfer %.3f s "
+            "(communication %.1f%%)\n", v[2], v[3], v[4], v[5], share);
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_session_end(selsync_session *s, FILE *out)
+{
+    selsync_status st;
+    if (!s->engine) return SELSYNC_OK;
+    if (s->ssp && s->rank == 0) {
+        const char *path = getenv("SELSYNC_SSP_TRACE");
+        FILE *trace = path && *path ? fopen(path, "w") : NULL;
+        if (path && *path && !trace) return FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: cannot write it", path);
+        say(s, "ssp: rank 0 serves %d workers (ranks 1-%d), staleness bound %d", s->world - 1, s->world - 1,
+            s->cfg.ssp_staleness);
+        st = selsync_serve(s->engine, trace, &s->served) ? engine_failed(s) : SELSYNC_OK;
+        if (trace && fclose(trace) && !st) st = FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: write failed", path);
+        if (st) return st;
+    }
+    if (selsync_finish(s->engine))
+        return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
+    uint64_t steps = selsync_session_steps(s);
+    if (s->metric && s->rank == 0 && (s->ssp || s->evaluated != steps) && (st = record_evaluation(s, NULL)))
+        return st;
+    return summary(s, out);
+}
+
+void selsync_session_describe_step(const selsync_session *s, char *buf, size_t len)
+{
+    const selsync_step *x = s->engine ? selsync_last_step(s->engine) : NULL;
+    selsync_totals t;
+    if (!len) return;
+    buf[0] = '\0';
+    if (!x || s->rank != s->ssp) return; /* the console: rank 0, or with ssp the first worker */
+    selsync_get_totals(s->engine, &t);
+    if (s->ssp) {
+        snprintf(buf, len, " | ssp, blocked %.3f s (%.2f s in all)", x->t_agree, t.t_agree);
+        return;
+    }
+    snprintf(buf, len, " | %s, synced %llu/%llu (%.1f%%)",
+             x->decision == SELSYNC_LOCAL_STEP ? "local" : x->decision == SELSYNC_SYNC_STEP ? "sync " : "skip ",
+             (unsigned long long)t.synced_steps, (unsigned long long)t.steps,
+             t.steps ? 100.0 * t.synced_steps / t.steps : 0.0);
+}
+
+uint64_t selsync_session_steps(const selsync_session *s)
+{
+    return s->engine ? selsync_engine_steps(s->engine) : 0;
+}
+
+const char *selsync_session_error(const selsync_session *s) { return s ? s->err : "[selsync] no session"; }
+
+void selsync_session_abort(selsync_session *s)
+{
+    selsync_comm_abort(&s->comm, 1, s->err);
+}
+
+void selsync_session_destroy(selsync_session *s)
+{
+    if (!s) return;
+    selsync_destroy(s->engine);
+    free(s->order);
+    free(s->senders);
+    free(s->resume);
+    free(s);
+}

@@ -1,0 +1,133 @@
+/* A training session: the distributed protocol of one training run.
+ *
+ * The session owns the engine, the data partition, the injection schedule,
+ * the evaluation and checkpoint schedules and the checkpoint container,
+ * and issues every collective itself, so every rank issues the same
+ * collectives in the same order. A host (the Darknet adapter) translates
+ * its training loop's events into these calls, in this order:
+ *
+ *   selsync_session_create          the [selsync] section parsed
+ *   selsync_session_load            the model built (and its weights read)
+ *   selsync_session_begin           a trainer is about to train (optional:
+ *                                   a host without a data list may skip it)
+ *   per step:
+ *     selsync_session_batch_requested   before every load of a batch
+ *     selsync_session_batch_loaded      a batch loaded (injection only)
+ *     selsync_session_before_update     gradients ready
+ *     selsync_session_after_update      parameters updated; evaluations and
+ *                                       checkpoints that are due run here
+ *   selsync_session_end             the trainer's loop is over
+ *   selsync_session_destroy
+ *
+ * Every call returns a status; on failure selsync_session_error() holds the
+ * message and the host ends the job (selsync_session_abort). Rank 0 writes
+ * checkpoints and evaluates; the host supplies what only it can do
+ * (selsync_host): score a model and write its model file. */
+#ifndef SELSYNC_SESSION_H
+#define SELSYNC_SESSION_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "selsync/comm.h"
+#include "selsync/config.h"
+#include "selsync/engine.h"
+#include "selsync/status.h"
+
+typedef struct selsync_session selsync_session;
+
+/* What only the host can do; called on rank 0 only. */
+typedef struct selsync_host {
+    void *user;
+    /* The score of the model whose parameters are params (every tensor's,
+     * in tensor order); NaN after reporting a failure. */
+    double (*score)(void *user, const float *params);
+    /* Writes the model file (the host's own parameters) to path and marks
+     * it as a checkpoint; non-zero after a failure (errno set). */
+    int (*save_model)(void *user, const char *path);
+} selsync_host;
+
+/* The training data as the protocol sees it. */
+typedef struct selsync_data {
+    const int *labels;          /* class of every sample of the list, -1 = none */
+    size_t n;                   /* samples in the list */
+    int classes;
+    int batch;                  /* samples a step trains on */
+    uint64_t step;              /* the host's steps done so far (seeds this rank's sampling) */
+    const char *metric;         /* with evaluation: "top1" or "map50" */
+    size_t heldout;             /* with evaluation: held-out samples (for messages) */
+    const char *checkpoint;     /* with checkpoint_every: the file rank 0 writes */
+} selsync_data;
+
+/* What selsync_session_begin decides for this rank. */
+typedef struct selsync_plan {
+    size_t *order;              /* this rank's samples (indices into the list), in reading order;
+                                   session-owned, valid until destroy */
+    size_t count;               /* how many; the host trains on these only */
+    int sequential;             /* read them in order (selsync_session_next_sample), not at random */
+    int serve_only;             /* method ssp, rank 0: the host skips its loop; the session serves at end */
+    int images;                 /* samples per load: batch, or with injection this rank's own */
+    uint64_t seed;              /* for the host's own sampling on this rank */
+} selsync_plan;
+
+/* Creates a session for cfg (passed selsync_config_finish) on comm; the
+ * rank count is checked against cfg. On failure *out is NULL and err holds
+ * the message. Not collective. */
+selsync_status selsync_session_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_host *host,
+                                      selsync_session **out, char *err, size_t errlen);
+
+/* The model built: checks that every rank built the same layout
+ * (layout_hash), gives every rank rank 0's parameters and, when rank 0's
+ * weights file (weights, NULL or "" for none) is a checkpoint, every rank
+ * its state (required: the host knows the file as one). Collective. */
+selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, uint64_t layout_hash,
+                                    const char *weights, int required);
+
+/* A trainer starts: creates the engine (resuming a checkpoint's state),
+ * partitions data (data->n == 0: the host feeds its own data) and plans
+ * injection. Collective. */
+selsync_status selsync_session_begin(selsync_session *s, const selsync_data *data, selsync_plan *plan);
+
+/* Before every load of a batch (no load running); with injection sets
+ * *images, the number of samples to load. */
+void selsync_session_batch_requested(selsync_session *s, int *images);
+
+/* The next sample of a sequential plan (the loaders call it, under their
+ * own lock): an index into plan->order. */
+size_t selsync_session_next_sample(selsync_session *s);
+
+/* With injection, a loaded batch of `loaded` rows (row_len floats each):
+ * returns in *full (malloc'd, the caller frees) the completed batch of
+ * *full_rows rows. Collective. */
+int selsync_session_injects(const selsync_session *s);
+selsync_status selsync_session_batch_loaded(selsync_session *s, const float *rows, int loaded, size_t row_len,
+                                            float **full, int *full_rows);
+
+/* The optimizer step: before the update (gradients ready) and after it.
+ * After it, a due evaluation (of the ranks' mean model) and checkpoint run.
+ * Collective. */
+selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate);
+selsync_status selsync_session_after_update(selsync_session *s);
+
+/* The end of training: the ssp server serves, the final average, the final
+ * evaluation and the summary (rank 0 prints it to out). Collective. */
+selsync_status selsync_session_end(selsync_session *s, FILE *out);
+
+/* " | sync , synced 3/20 (15.0%)" for the trainer's iteration line (empty
+ * before the first step and on the ranks that do not print). */
+void selsync_session_describe_step(const selsync_session *s, char *buf, size_t len);
+
+/* The steps done so far (a resumed run counts the earlier ones). */
+uint64_t selsync_session_steps(const selsync_session *s);
+
+/* The message of the last failure. */
+const char *selsync_session_error(const selsync_session *s);
+
+/* Ends the whole job with the last failure's message (one process: returns,
+ * and the host exits non-zero). */
+void selsync_session_abort(selsync_session *s);
+
+void selsync_session_destroy(selsync_session *s);
+
+#endif

@@ -1,0 +1,243 @@
+/* Unit tests for the training session (plugin/core/session.c): the
+ * checkpoint container, the evaluation and checkpoint schedules, the
+ * sequential walk's position, the load protocol's errors. */
+#define _POSIX_C_SOURCE 200809L /* mkdtemp */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "selsync/session.h"
+
+#include "mock_comm.h"
+
+typedef struct fx {
+    float w[4], g[4];
+    selsync_tensor t;
+    selsync_model model;
+    selsync_config cfg;
+    char dir[64], ckpt[128];
+    int scores, saves;
+    uint64_t scored_at[16];
+    float scored_first[16];
+    selsync_session *s;
+} fx;
+
+static double score(void *user, const float *params)
+{
+    fx *f = user;
+    f->scored_first[f->scores % 16] = params[0];
+    f->scored_at[f->scores++ % 16] = selsync_session_steps(f->s);
+    return 0.5;
+}
+
+static int save_model(void *user, const char *path)
+{
+    fx *f = user;
+    FILE *o = fopen(path, "wb");
+    f->saves++;
+    if (!o) return -1;
+    fwrite(f->w, sizeof f->w, 1, o); /* the "model file": the parameters */
+    return fclose(o);
+}
+
+static int setup(void **state)
+{
+    fx *f = calloc(1, sizeof *f);
+    strcpy(f->dir, "/tmp/selsync-session-XXXXXX");
+    if (!f || !mkdtemp(f->dir)) return -1;
+    snprintf(f->ckpt, sizeof f->ckpt, "%s/ck.weights", f->dir);
+    f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED};
+    f->model = (selsync_model){&f->t, 1, 1, 0};
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fx *f = *state;
+    char tmp[160];
+    selsync_session_destroy(f->s);
+    remove(f->ckpt);
+    snprintf(tmp, sizeof tmp, "%s.tmp", f->ckpt);
+    remove(tmp);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static selsync_session *open_session(fx *f, const selsync_comm *comm)
+{
+    char err[512];
+    selsync_host host = {f, score, save_model};
+    selsync_session_destroy(f->s);
+    f->s = NULL;
+    assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
+    assert_int_equal(selsync_session_create(&f->cfg, comm, &host, &f->s, err, sizeof err), SELSYNC_OK);
+    return f->s;
+}
+
+static void train(fx *f, int steps)
+{
+    for (int i = 0; i < steps; i++) {
+        for (int j = 0; j < 4; j++) f->g[j] = 0.1f * (float)(j + 1);
+        assert_int_equal(selsync_session_before_update(f->s, 1.0, 0.1), SELSYNC_OK);
+        for (int j = 0; j < 4; j++) f->w[j] -= 0.1f * f->g[j];
+        assert_int_equal(selsync_session_after_update(f->s), SELSYNC_OK);
+    }
+}
+
+static void begin(fx *f, selsync_plan *plan)
+{
+    selsync_data d = {NULL, 0, 0, 8, 0, "top1", 10, f->ckpt};
+    assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
+}
+
+/* A checkpoint written every 2 steps resumes exactly: the steps, the
+ * parameters; a damaged one is refused with the file's name. */
+static void test_checkpoint_round_trip(void **state)
+{
+    fx *f = *state;
+    selsync_comm one = selsync_comm_single();
+    selsync_plan plan;
+    float at4[4];
+    f->cfg.checkpoint_every = 2;
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 42, NULL, 0), SELSYNC_OK);
+    begin(f, &plan);
+    train(f, 4);
+    assert_int_equal(f->saves, 2);
+    memcpy(at4, f->w, sizeof at4);
+    memset(f->w, 0, sizeof f->w);
+
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 42, f->ckpt, 1), SELSYNC_OK);
+    begin(f, &plan);
+    assert_int_equal(selsync_session_steps(f->s), 4);
+    assert_memory_equal(f->w, at4, sizeof at4);
+
+    FILE *io = fopen(f->ckpt, "r+b");
+    assert_non_null(io);
+    fseek(io, 3, SEEK_SET);
+    fputc(0x7f, io);
+    fclose(io);
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 42, f->ckpt, 1), SELSYNC_EMISMATCH);
+    assert_non_null(strstr(selsync_session_error(f->s), f->ckpt));
+    assert_non_null(strstr(selsync_session_error(f->s), "damaged checkpoint"));
+}
+
+/* Evaluations every 3 steps, of the ranks' mean model, and a final one
+ * unless the last step was just evaluated. */
+static void test_evaluation_schedule(void **state)
+{
+    fx *f = *state;
+    selsync_comm one = selsync_comm_single();
+    selsync_plan plan;
+    f->cfg.eval_every = 3;
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
+    begin(f, &plan);
+    train(f, 7);
+    assert_int_equal(f->scores, 2);
+    assert_int_equal(f->scored_at[0], 3);
+    assert_int_equal(f->scored_at[1], 6);
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_int_equal(selsync_session_end(f->s, devnull), SELSYNC_OK);
+    assert_int_equal(f->scores, 3);
+    assert_int_equal(f->scored_at[2], 7);
+    assert_true(f->scored_first[2] == f->w[0]); /* one rank: the mean is its own model */
+
+    f->scores = 0;
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
+    begin(f, &plan);
+    train(f, 6);
+    assert_int_equal(selsync_session_end(f->s, devnull), SELSYNC_OK);
+    assert_int_equal(f->scores, 2); /* 3, 6: no second score of step 6 */
+    fclose(devnull);
+}
+
+/* The sequential walk: a checkpoint records the position of the batches
+ * requested before it, not of loads made since. */
+static void test_sequential_position(void **state)
+{
+    fx *f = *state;
+    selsync_comm one = selsync_comm_single();
+    selsync_plan plan;
+    int labels[10] = {0}, images = 8;
+    f->cfg.partition = SELSYNC_PARTITION_SELDP;
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
+    selsync_data d = {labels, 10, 1, 4, 0, NULL, 0, NULL};
+    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
+    assert_true(plan.sequential);
+    assert_int_equal(plan.count, 10);
+    selsync_session_batch_requested(f->s, &images);
+    assert_int_equal(images, 8); /* without injection the trainer's own count */
+    for (int i = 0; i < 14; i++) assert_int_equal(selsync_session_next_sample(f->s), (size_t)(i % 10));
+}
+
+/* Ranks that built different networks, and a failed collective, end with
+ * a message naming what was done. */
+static void test_load_errors(void **state)
+{
+    fx *f = *state;
+    mock_comm m;
+    uint64_t other = 7;
+    mock_init(&m, 1, 2);
+    m.bcast_from[0] = &other;
+    m.bcast_from_n[0] = sizeof other;
+    selsync_comm c = mock_as_comm(&m);
+    open_session(f, &c);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 42, NULL, 0), SELSYNC_EMISMATCH);
+    assert_non_null(strstr(selsync_session_error(f->s), "differs from rank 0's"));
+
+    mock_init(&m, 0, 2);
+    m.fail_bcast_call = 1;
+    c = mock_as_comm(&m);
+    open_session(f, &c);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 42, NULL, 0), SELSYNC_ECOMM);
+    assert_string_equal(selsync_session_error(f->s),
+                        "sharing the layout: mock communicator: call failed as scripted");
+}
+
+/* Method ssp: rank 0 serves and does not train. */
+static void test_ssp_server_plan(void **state)
+{
+    fx *f = *state;
+    mock_comm m;
+    selsync_plan plan;
+    int labels[4] = {0, 1, 0, 1};
+    mock_init(&m, 0, 3);
+    selsync_comm c = mock_as_comm(&m);
+    f->cfg.method = SELSYNC_METHOD_SSP;
+    open_session(f, &c);
+    selsync_data d = {labels, 4, 2, 2, 0, NULL, 0, NULL};
+    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
+    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
+    assert_true(plan.serve_only);
+    assert_int_equal(plan.count, 4); /* the server only reports the partition */
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_checkpoint_round_trip),
+        T(test_evaluation_schedule),
+        T(test_sequential_position),
+        T(test_load_errors),
+        T(test_ssp_server_plan),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
