@@ -24,6 +24,7 @@ static const char *const method_names[NMETHODS] = {"selsync", "bsp", "fedavg", "
 static const char *const granularity_names[] = {"model", "layer"};
 static const char *const aggregate_names[] = {"params", "grads"};
 static const char *const nonfinite_names[] = {"stop", "skip"};
+static const char *const partition_names[] = {"iid", "seldp", "label", "dirichlet"};
 
 static const char *const key_names[SELSYNC_KEY_COUNT] = {
 #define SELSYNC_CONFIG_KEY_NAME(id, name) name,
@@ -211,16 +212,21 @@ static const char *p_partition(selsync_config *c, const char *v)
     const char *e;
     int k = 0;
     double a = 0;
-    if (strcmp(v, "iid") == 0) { c->partition = SELSYNC_PARTITION_IID; return NULL; }
-    if (strcmp(v, "seldp") == 0) { c->partition = SELSYNC_PARTITION_SELDP; return NULL; }
-    if (strncmp(v, "label:", 6) == 0) {
-        if ((e = parse_int(v + 6, 1, 1000000, &k)) != NULL) return e;
+    size_t label = strlen(partition_names[SELSYNC_PARTITION_LABEL]);
+    size_t dirichlet = strlen(partition_names[SELSYNC_PARTITION_DIRICHLET]);
+    for (int p = SELSYNC_PARTITION_IID; p <= SELSYNC_PARTITION_SELDP; p++)
+        if (strcmp(v, partition_names[p]) == 0) {
+            c->partition = (selsync_partition)p;
+            return NULL;
+        }
+    if (strncmp(v, partition_names[SELSYNC_PARTITION_LABEL], label) == 0 && v[label] == ':') {
+        if ((e = parse_int(v + label + 1, 1, 1000000, &k)) != NULL) return e;
         c->partition = SELSYNC_PARTITION_LABEL;
         c->partition_k = k;
         return NULL;
     }
-    if (strncmp(v, "dirichlet:", 10) == 0) {
-        if ((e = parse_real(v + 10, 0, 1, HUGE_VAL, &a)) != NULL) return e;
+    if (strncmp(v, partition_names[SELSYNC_PARTITION_DIRICHLET], dirichlet) == 0 && v[dirichlet] == ':') {
+        if ((e = parse_real(v + dirichlet + 1, 0, 1, HUGE_VAL, &a)) != NULL) return e;
         c->partition = SELSYNC_PARTITION_DIRICHLET;
         c->partition_alpha = a;
         return NULL;
@@ -493,4 +499,9 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     PUT(" aggregate=%s sync_bn_stats=%d seed=%llu; %d process%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params",
         c->sync_bn_stats, (unsigned long long)c->seed, world, world == 1 ? "" : "es");
 #undef PUT
+}
+
+const char *selsync_partition_name(selsync_partition p)
+{
+    return (unsigned)p < sizeof partition_names / sizeof partition_names[0] ? partition_names[p] : "?";
 }

@@ -278,26 +278,24 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) e->active[e->n_groups > 1 ? e->t[i].layer : 0] = 1;
         if (syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
     }
-    if (cfg->log[0] && (st = open_log(e, err, errlen)) != SELSYNC_OK) {
-        selsync_destroy(e);
-        return st;
-    }
+    if (cfg->log[0] && (st = open_log(e, err, errlen)) != SELSYNC_OK) goto fail;
     if (cfg->method == SELSYNC_METHOD_SSP) {
         e->ratio = world > 2 ? 2.0 * (world - 2) / (world - 1) : 0.0;
         e->ssp_server = rank == 0;
         if (rank != 0 && ((st = selsync_ssp_worker_create(cfg, comm, model, &e->ssp, err, errlen)) != SELSYNC_OK ||
                           (st = ssp_exchange(e, &e->tot.t_agree, &e->tot.t_transfer, &e->tot.bytes_sent)))) {
             if (e->ssp) selsync_fail(err, errlen, st, "%s", e->err);
-            selsync_destroy(e);
-            return st;
+            goto fail;
         }
     }
     e->t_mark = e->t_start = selsync_now();
     *out = e;
     return SELSYNC_OK;
 nomem:
+    st = selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory creating the engine");
+fail:
     selsync_destroy(e);
-    return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory creating the engine");
+    return st;
 }
 
 void selsync_destroy(selsync_engine *e)

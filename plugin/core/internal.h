@@ -5,7 +5,7 @@
 #include <stddef.h>
 
 #include "selsync/config.h"
-#include "selsync/engine.h" /* selsync_now */
+#include "selsync/clock.h"
 #include "selsync/status.h"
 
 #if defined(__GNUC__)

@@ -72,10 +72,11 @@ static selsync_status config_error(const selsync_config *cfg, char *err, size_t 
     char value[64];
     size_t used;
     va_list ap;
+    const char *name = selsync_partition_name(cfg->partition);
     switch (cfg->partition) {
-    case SELSYNC_PARTITION_LABEL: snprintf(value, sizeof value, "label:%d", cfg->partition_k); break;
-    case SELSYNC_PARTITION_DIRICHLET: snprintf(value, sizeof value, "dirichlet:%g", cfg->partition_alpha); break;
-    default: snprintf(value, sizeof value, "%s", cfg->partition == SELSYNC_PARTITION_SELDP ? "seldp" : "iid");
+    case SELSYNC_PARTITION_LABEL: snprintf(value, sizeof value, "%s:%d", name, cfg->partition_k); break;
+    case SELSYNC_PARTITION_DIRICHLET: snprintf(value, sizeof value, "%s:%g", name, cfg->partition_alpha); break;
+    default: snprintf(value, sizeof value, "%s", name);
     }
     if (!err || len == 0) return SELSYNC_ECONFIG;
     used = selsync_config_where(cfg, SELSYNC_KEY_PARTITION, err, len);

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "selsync/checkpoint.h"
+#include "selsync/engine.h"
 #include "selsync/inject.h"
 #include "selsync/partition.h"
 #include "selsync/rng.h"
@@ -191,12 +192,6 @@ static selsync_status start_engine(selsync_session *s)
 
 /* ---- begin: the partition and the injection plan ---- */
 
-static const char *partition_name(selsync_partition p)
-{
-    return p == SELSYNC_PARTITION_IID ? "iid" : p == SELSYNC_PARTITION_SELDP ? "seldp"
-         : p == SELSYNC_PARTITION_LABEL ? "label" : "dirichlet";
-}
-
 /* Rank 0: one line per training rank with its samples per class, to stderr
  * and every rank's metrics file. */
 static selsync_status report_partition(selsync_session *s, const selsync_data *d)
@@ -210,7 +205,7 @@ static selsync_status report_partition(selsync_session *s, const selsync_data *d
         size_t total = 0, len;
         for (size_t c = 0; c < cols; ++c) total += hist[r * cols + c];
         len = (size_t)snprintf(line, sizeof line, "partition %s rank %d: %zu samples;",
-                               partition_name(s->cfg.partition), r + s->ssp, total);
+                               selsync_partition_name(s->cfg.partition), r + s->ssp, total);
         for (size_t c = 0; c < cols && len < sizeof line; ++c)
             if (hist[r * cols + c])
                 len += (size_t)(c == (size_t)d->classes
@@ -538,8 +533,7 @@ void selsync_session_describe_step(const selsync_session *s, char *buf, size_t l
         snprintf(buf, len, " | ssp, blocked %.3f s (%.2f s in all)", x->t_agree, t.t_agree);
         return;
     }
-    snprintf(buf, len, " | %s, synced %llu/%llu (%.1f%%)",
-             x->decision == SELSYNC_LOCAL_STEP ? "local" : x->decision == SELSYNC_SYNC_STEP ? "sync " : "skip ",
+    snprintf(buf, len, " | %-5s, synced %llu/%llu (%.1f%%)", selsync_decision_name(x->decision),
              (unsigned long long)t.synced_steps, (unsigned long long)t.steps,
              t.steps ? 100.0 * t.synced_steps / t.steps : 0.0);
 }

@@ -39,6 +39,7 @@
 #include "darknet.h"
 #include "comm_mpi.h"
 #include "evaluation.h"
+#include "tensors.h"
 #include "selsync/labels.h"
 #include "selsync/map.h"
 #include "selsync/session.h"
@@ -110,102 +111,6 @@ static void fatal(adapter *ad, const char *fmt, ...)
 static void check(attachment *a, selsync_status st)
 {
     if (st) fatal(a->ad, "%s", selsync_session_error(a->session));
-}
-
-/* --- the network as tensors ------------------------------------------------ */
-
-/* A growing list of tensor views. */
-typedef struct tensor_list {
-    selsync_tensor *t;
-    size_t n, cap;
-} tensor_list;
-
-static int add_tensor(tensor_list *a, float *param, float *grad,
-                      size_t count, size_t layer, selsync_tensor_kind kind)
-{
-    if (!param || count == 0) return 0;
-    if (a->n == a->cap) return -1;
-    a->t[a->n++] = (selsync_tensor){param, grad, count, layer, kind};
-    return 0;
-}
-
-/* The trained arrays of one updatable layer (or sublayer), and its BN
- * running statistics. */
-static int add_layer_tensors(tensor_list *a, const layer *l, size_t index)
-{
-    if (!l) return 0;
-    size_t nw = 0, nb = (size_t)l->outputs;
-    switch (l->type) {
-    case CONVOLUTIONAL:
-    case DECONVOLUTIONAL:
-        nw = (size_t)l->nweights;
-        nb = (size_t)l->n;
-        break;
-    case CONNECTED:
-        nw = (size_t)l->inputs * l->outputs;
-        break;
-    case LOCAL:
-        nw = (size_t)l->size * l->size * l->c * l->n * l->out_w * l->out_h;
-        break;
-    case RNN:
-    case CRNN: {
-        const layer *sub[] = {l->input_layer, l->self_layer, l->output_layer};
-        for (size_t i = 0; i < 3; ++i)
-            if (add_layer_tensors(a, sub[i], index)) return -1;
-        return 0;
-    }
-    case GRU: {
-        const layer *sub[] = {l->uz, l->wz, l->ur, l->wr, l->uh, l->wh};
-        for (size_t i = 0; i < 6; ++i)
-            if (add_layer_tensors(a, sub[i], index)) return -1;
-        return 0;
-    }
-    case LSTM: {
-        const layer *sub[] = {l->wf, l->wi, l->wg, l->wo, l->uf, l->ui, l->ug, l->uo};
-        for (size_t i = 0; i < 8; ++i)
-            if (add_layer_tensors(a, sub[i], index)) return -1;
-        return 0;
-    }
-    default:
-        return 0;
-    }
-    int rc = add_tensor(a, l->weights, l->weight_updates, nw, index, SELSYNC_TENSOR_TRAINED);
-    rc |= add_tensor(a, l->biases, l->bias_updates, nb, index, SELSYNC_TENSOR_TRAINED);
-    if (l->scale_updates)
-        rc |= add_tensor(a, l->scales, l->scale_updates, nb, index, SELSYNC_TENSOR_TRAINED);
-    rc |= add_tensor(a, l->rolling_mean, NULL, nb, index, SELSYNC_TENSOR_STAT);
-    rc |= add_tensor(a, l->rolling_variance, NULL, nb, index, SELSYNC_TENSOR_STAT);
-    return rc;
-}
-
-/* The trained arrays of net, layer by layer, into *out (malloc'd; the
- * caller frees it, also on failure). */
-static int map_network(network *net, selsync_tensor **out, size_t *n)
-{
-    tensor_list l = {NULL, 0, 64 + 40 * (size_t)net->n};
-    int rc = 0;
-    if (!(l.t = calloc(l.cap, sizeof *l.t))) rc = -1;
-    for (int i = 0; i < net->n && !rc; ++i)
-        if (net->layers[i].update && add_layer_tensors(&l, &net->layers[i], (size_t)i)) rc = -1;
-    *out = l.t;
-    *n = l.n;
-    return rc;
-}
-
-/* FNV-1a over the layout: layer types and every tensor's size and kind. */
-static uint64_t layout_hash(const attachment *a)
-{
-    uint64_t h = 1469598103934665603ULL;
-#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ULL)
-    MIX(a->net->n);
-    for (int i = 0; i < a->net->n; ++i) MIX(a->net->layers[i].type);
-    for (size_t i = 0; i < a->n_tensors; ++i) {
-        MIX(a->tensors[i].count);
-        MIX(a->tensors[i].layer);
-        MIX(a->tensors[i].kind);
-    }
-#undef MIX
-    return h;
 }
 
 /* --- checkpoints ---------------------------------------------------------------- */
@@ -367,7 +272,7 @@ static void eval_prepare(attachment *a, const train_plan *plan)
     ev->net = parse_network_cfg(a->cfg.file);
     set_cfg_section_handler(SECTION, on_selsync_section, ad);
     set_batch_network(ev->net, 1);
-    if (map_network(ev->net, &ev->tensors, &ev->n_tensors) || ev->n_tensors != a->n_tensors)
+    if (darknet_map_network(ev->net, &ev->tensors, &ev->n_tensors) || ev->n_tensors != a->n_tensors)
         fatal(ad, "%s: could not build the evaluation copy of the network", a->cfg.file);
     if (ev->labels && ev->net->outputs < ev->classes) /* top-1 reads one output per class */
         fatal(ad, "%s: the network has %d outputs, fewer than the %d classes of %s", a->cfg.file,
@@ -411,7 +316,7 @@ static void on_loaded(attachment *a, const char *weights)
 {
     int marked = a->ad->rank == 0 && weights && *weights && has_checkpoint_mark(weights);
     selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, a->net->momentum != 0};
-    check(a, selsync_session_load(a->session, &model, layout_hash(a), weights, marked));
+    check(a, selsync_session_load(a->session, &model, darknet_layout_hash(a->net, a->tensors, a->n_tensors), weights, marked));
 }
 
 static void on_train_begin(attachment *a, train_plan *plan)
@@ -563,7 +468,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     a->net = net;
     selsync_host host = {a, score_model, save_checkpoint_model};
     if (st == SELSYNC_OK) st = selsync_session_create(&a->cfg, &ad->comm, &host, &a->session, err, sizeof err);
-    if (st == SELSYNC_OK && map_network(net, &a->tensors, &a->n_tensors)) {
+    if (st == SELSYNC_OK && darknet_map_network(net, &a->tensors, &a->n_tensors)) {
         snprintf(err, sizeof err, "out of memory");
         st = SELSYNC_ENOMEM;
     }

@@ -135,6 +135,8 @@ double selsync_config_smoothing(const selsync_config *cfg, int world);
 void selsync_config_describe(const selsync_config *cfg, int world, char *buf, size_t len);
 
 const char *selsync_method_name(selsync_method m);
+/* "iid", "seldp", "label" or "dirichlet" (without K or A). */
+const char *selsync_partition_name(selsync_partition p);
 const char *selsync_config_key_name(selsync_config_key k);
 
 #endif

@@ -21,34 +21,11 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "selsync/clock.h"
 #include "selsync/comm.h"
 #include "selsync/config.h"
+#include "selsync/model.h"
 #include "selsync/status.h"
-
-typedef enum selsync_tensor_kind {
-    SELSYNC_TENSOR_TRAINED = 0, /* param with its gradient buffer grad */
-    SELSYNC_TENSOR_STAT         /* running statistic (e.g. BN mean/variance), no grad */
-} selsync_tensor_kind;
-
-/* A view of one host array; the engine never owns or frees it. */
-typedef struct selsync_tensor {
-    float *param;
-    float *grad;                /* NULL for SELSYNC_TENSOR_STAT */
-    size_t count;
-    size_t layer;               /* index of the layer it belongs to, < n_layers */
-    selsync_tensor_kind kind;
-} selsync_tensor;
-
-typedef struct selsync_model {
-    const selsync_tensor *tensors;
-    size_t n_tensors;
-    size_t n_layers;
-    /* Non-zero when a grad buffer keeps a residual of the previous step
-     * (e.g. Darknet scales it by the momentum after each update instead of
-     * clearing it): the engine then measures grad minus the residual it saw
-     * right after the previous update. */
-    int grad_keeps_residual;
-} selsync_model;
 
 typedef enum selsync_decision {
     SELSYNC_LOCAL_STEP = 0,     /* no synchronisation this step */
@@ -151,10 +128,6 @@ selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double sc
 size_t selsync_snapshot_size(const selsync_engine *e);
 selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len);
 selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len);
-
-/* Monotonic seconds: the clock of every time the engine reports (hosts use
- * it for their own timings too). */
-double selsync_now(void);
 
 /* "sync", "local" or "skip" (the metrics' decision column). */
 const char *selsync_decision_name(selsync_decision d);

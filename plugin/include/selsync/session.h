@@ -32,7 +32,7 @@
 
 #include "selsync/comm.h"
 #include "selsync/config.h"
-#include "selsync/engine.h"
+#include "selsync/model.h"
 #include "selsync/status.h"
 
 typedef struct selsync_session selsync_session;

@@ -1,0 +1,21 @@
+/* Darknet's network as the core's tensors: every updatable layer's trained
+ * arrays (weights, biases, batch-norm scales, with their update buffers)
+ * and its batch-norm running statistics, layer by layer; recurrent layers
+ * through their sublayers. */
+#ifndef SELSYNC_DARKNET_TENSORS_H
+#define SELSYNC_DARKNET_TENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "darknet.h"
+#include "selsync/model.h"
+
+/* The tensors of net into *out (malloc'd; the caller frees it, also on
+ * failure) and *n; -1 on out of memory. */
+int darknet_map_network(network *net, selsync_tensor **out, size_t *n);
+
+/* FNV-1a over the layout: layer types and every tensor's size and kind. */
+uint64_t darknet_layout_hash(const network *net, const selsync_tensor *t, size_t n);
+
+#endif

@@ -1,0 +1,32 @@
+/* A host's model as the core sees it: views of its float arrays. */
+#ifndef SELSYNC_MODEL_H
+#define SELSYNC_MODEL_H
+
+#include <stddef.h>
+
+typedef enum selsync_tensor_kind {
+    SELSYNC_TENSOR_TRAINED = 0, /* param with its gradient buffer grad */
+    SELSYNC_TENSOR_STAT         /* running statistic (e.g. BN mean/variance), no grad */
+} selsync_tensor_kind;
+
+/* A view of one host array; the engine never owns or frees it. */
+typedef struct selsync_tensor {
+    float *param;
+    float *grad;                /* NULL for SELSYNC_TENSOR_STAT */
+    size_t count;
+    size_t layer;               /* index of the layer it belongs to, < n_layers */
+    selsync_tensor_kind kind;
+} selsync_tensor;
+
+typedef struct selsync_model {
+    const selsync_tensor *tensors;
+    size_t n_tensors;
+    size_t n_layers;
+    /* Non-zero when a grad buffer keeps a residual of the previous step
+     * (e.g. Darknet scales it by the momentum after each update instead of
+     * clearing it): the engine then measures grad minus the residual it saw
+     * right after the previous update. */
+    int grad_keeps_residual;
+} selsync_model;
+
+#endif
