@@ -104,6 +104,11 @@ selsync_status selsync_session_create(const selsync_config *cfg, const selsync_c
     *out = NULL;
     if (!cfg || !comm || !comm->ops || !host)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] session: NULL argument");
+    /* one process may still load any cfg (e.g. to evaluate); what needs
+     * more ranks is checked when training starts */
+    int world = selsync_comm_size(comm);
+    selsync_status st = world > 1 ? selsync_config_check_world(cfg, world, err, errlen) : SELSYNC_OK;
+    if (st) return st;
     if (!(s = calloc(1, sizeof *s))) return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory");
     s->cfg = *cfg;
     s->comm = *comm;

@@ -460,10 +460,6 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
         }
     }
     if (st == SELSYNC_OK) st = selsync_config_finish(&a->cfg, err, sizeof err);
-    /* one process may still parse any cfg (e.g. to evaluate); what needs
-     * more ranks is checked when training starts */
-    if (st == SELSYNC_OK && ad->world > 1)
-        st = selsync_config_check_world(&a->cfg, ad->world, err, sizeof err);
     a->ad = ad;
     a->net = net;
     selsync_host host = {a, score_model, save_checkpoint_model};

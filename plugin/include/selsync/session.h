@@ -71,8 +71,8 @@ typedef struct selsync_plan {
     uint64_t seed;              /* for the host's own sampling on this rank */
 } selsync_plan;
 
-/* Creates a session for cfg (passed selsync_config_finish) on comm; the
- * rank count is checked against cfg. On failure *out is NULL and err holds
+/* Creates a session for cfg (passed selsync_config_finish) on comm; with
+ * several ranks their count is checked against cfg. On failure *out is NULL and err holds
  * the message. Not collective. */
 selsync_status selsync_session_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_host *host,
                                       selsync_session **out, char *err, size_t errlen);
