@@ -27,6 +27,14 @@ static selsync_status single_sum_f32v(void *ctx, const selsync_segment *segs, si
     return SELSYNC_OK;
 }
 
+/* The only member list of one process is {0}: sum_f32v. */
+static selsync_status single_sum_f32v_among(void *ctx, const selsync_segment *segs, size_t nseg, float scale,
+                                            const int *members, int k)
+{
+    if (!members || k != 1 || members[0] != 0) return SELSYNC_EINVAL;
+    return single_sum_f32v(ctx, segs, nseg, scale);
+}
+
 static selsync_status single_sum_f64(void *ctx, double *buf, size_t n)
 {
     (void)ctx, (void)buf, (void)n;
@@ -70,7 +78,7 @@ static const char *single_last_error(void *ctx)
 static const selsync_comm_ops single_ops = {
     "single", single_rank, single_size, single_any, single_sum_f32,
     single_sum_f32v, single_sum_f64, single_bcast, single_bytes_sent, single_abort,
-    single_send, single_recv, single_last_error, NULL,
+    single_send, single_recv, single_last_error, NULL, single_sum_f32v_among,
 };
 
 selsync_comm selsync_comm_single(void)

@@ -32,11 +32,14 @@
  *   statistics (STAT tensors) travel with their layer when sync_bn_stats.
  * - FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
  *   partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
- *   every rank; non-members send zeros and everybody receives sum / k.
+ *   every rank; the members alone send (sum_f32v_among) and everybody
+ *   receives sum / k. A communicator without sum_f32v_among gets one
+ *   sum_f32v over all ranks in which non-members send zeros.
  * - Accounting. bsp_bytes = steps x (payload bytes of a full synchronisation)
  *   x r, where r = bytes the communicator reported per payload byte in the
- *   largest transfer so far: exact once a full synchronisation has happened
- *   (a warm-up step, or selsync_finish for local); before any transfer r is
+ *   largest transfer over all ranks so far (a members-only sum is not one):
+ *   exact once a full synchronisation has happened (a warm-up step, or
+ *   selsync_finish for local and fedavg); before any transfer r is
  *   2(N-1)/N, a ring all-reduce.
  * - Metrics file: the header line is written just before the first step's
  *   line (or at finish/destroy if no step ran), so that selsync_log_note's
@@ -93,6 +96,7 @@ struct selsync_engine {
     size_t ratio_n;              /* ... measured on a transfer of this many floats */
     uint64_t step, bytes0, inject_next; /* inject_next: injection bytes of the coming step */
     int in_step, broken, member, header_done;
+    int n_members;               /* k: the ranks in this step's average */
     float scale;                 /* 1/k for this step */
     double t_mark;               /* end of the previous after_update */
     double t_start;              /* engine start (shifted on restore) */
@@ -382,7 +386,8 @@ static int measure(selsync_engine *e)
     return 0;
 }
 
-/* FedAvg with C < 1: returns k and sets e->member (top comment). */
+/* FedAvg with C < 1: returns k, sets e->member, and when k < world leaves
+ * the members in ascending order in e->perm[0 .. k) (top comment). */
 static int fedavg_members(selsync_engine *e)
 {
     int k = (int)floor(e->cfg.fedavg_fraction * e->world + 0.5);
@@ -397,14 +402,19 @@ static int fedavg_members(selsync_engine *e)
         e->perm[j] = x;
         e->member |= e->perm[i] == e->rank;
     }
+    for (int i = 1; i < k; i++) /* insertion sort of the k drawn */
+        for (int j = i, x = e->perm[j]; j > 0 && e->perm[j - 1] > x; j--) {
+            e->perm[j] = e->perm[j - 1];
+            e->perm[j - 1] = x;
+        }
     return k;
 }
 
-/* Fills e->chosen, e->member and e->scale for this step. bad: this rank's
- * loss or gradient is not finite (on_nonfinite = skip); then no rank
- * synchronises this step, which costs one flag in the agreement (selsync
- * after warm-up) or one extra collective of one byte on steps that would
- * synchronise. */
+/* Fills e->chosen, e->member, e->n_members and e->scale for this step.
+ * bad: this rank's loss or gradient is not finite (on_nonfinite = skip);
+ * then no rank synchronises this step, which costs one flag in the
+ * agreement (selsync after warm-up) or one extra collective of one byte on
+ * steps that would synchronise. */
 static selsync_status decide(selsync_engine *e, int bad)
 {
     int all = 0, k = e->world, skip = e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP;
@@ -447,6 +457,7 @@ static selsync_status decide(selsync_engine *e, int bad)
         e->cur.layers_synced = 0;
         return SELSYNC_OK;
     }
+    e->n_members = k;
     e->scale = 1.0f / (float)k;
     e->cur.layers_synced = 0;
     for (size_t l = 0; l < e->n_layers; l++) e->cur.layers_synced += e->chosen[l] && e->payload[l];
@@ -455,29 +466,34 @@ static selsync_status decide(selsync_engine *e, int bad)
 }
 
 /* Sums the grads (else params) of the trained tensors, and the params of the
- * STAT tensors when sync_bn_stats, of the chosen layers over the ranks in
- * place, times scale, in one sum_f32v (a non-member zeroes its tensors
- * first, so it contributes zeros). Adds its time to *t. */
-static selsync_status transfer(selsync_engine *e, int grads, int member, float scale, double *t)
+ * STAT tensors when sync_bn_stats, of the chosen layers in place, times
+ * scale, over the k ranks e->perm[0 .. k) when k < world (member: this
+ * rank is one of them), else over all ranks. The members' sum is one
+ * sum_f32v_among, or, where the communicator lacks it, one sum_f32v over
+ * all ranks to which a non-member contributes its tensors zeroed first.
+ * Adds its time to *t. */
+static selsync_status transfer(selsync_engine *e, int grads, int member, int k, float scale, double *t)
 {
     double t0 = selsync_now();
     size_t n = 0, ns = 0;
     uint64_t b0;
     selsync_status st;
+    int among = k < e->world && e->comm.ops->sum_f32v_among;
 
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
         float *v = grads && x->grad ? x->grad : x->param;
         if (!e->chosen[x->layer] || !syncs(e, x)) continue;
-        if (!member) memset(v, 0, x->count * sizeof(float));
+        if (!member && !among) memset(v, 0, x->count * sizeof(float));
         e->seg[ns++] = (selsync_segment){v, x->count};
         n += x->count;
     }
     if (n == 0) return SELSYNC_OK;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
-    if ((st = e->comm.ops->sum_f32v(e->comm.ctx, e->seg, ns, scale)) != SELSYNC_OK)
-        return comm_failed(e, st, "sum_f32v", n);
-    if (n >= e->ratio_n) { /* the largest transfer: a full one once there was one */
+    st = among ? e->comm.ops->sum_f32v_among(e->comm.ctx, e->seg, ns, scale, e->perm, k)
+               : e->comm.ops->sum_f32v(e->comm.ctx, e->seg, ns, scale);
+    if (st != SELSYNC_OK) return comm_failed(e, st, among ? "sum_f32v_among" : "sum_f32v", n);
+    if (!among && n >= e->ratio_n) { /* the largest transfer over all ranks: a full one once there was one */
         e->ratio = (double)(e->comm.ops->bytes_sent(e->comm.ctx) - b0) / ((double)n * sizeof(float));
         e->ratio_n = n;
     }
@@ -522,7 +538,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
                      e->cur.grad_norm, loss);
     if ((st = decide(e, bad)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
-        (st = transfer(e, 1, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = transfer(e, 1, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     e->in_step = 1;
     return SELSYNC_OK;
@@ -553,7 +569,7 @@ selsync_status selsync_after_update(selsync_engine *e)
     if ((st = check(e, 1)) != SELSYNC_OK) return st;
     e->in_step = 0;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
-        (st = transfer(e, 0, e->member, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = transfer(e, 0, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
@@ -599,7 +615,8 @@ selsync_status selsync_finish(selsync_engine *e)
     if ((st = check(e, 0)) != SELSYNC_OK) return st;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     memset(e->chosen, 1, e->n_layers);
-    if (e->cfg.method != SELSYNC_METHOD_SSP) st = transfer(e, 0, 1, 1.0f / (float)e->world, &e->tot.t_transfer);
+    if (e->cfg.method != SELSYNC_METHOD_SSP)
+        st = transfer(e, 0, 1, e->world, 1.0f / (float)e->world, &e->tot.t_transfer);
     else if (e->ssp && (st = selsync_ssp_done(e->ssp)) != SELSYNC_OK) {
         e->broken = 1;
         EFAIL(e, st, "[selsync] rank %d: %s", e->rank, selsync_ssp_worker_error(e->ssp));

@@ -39,6 +39,10 @@
  * sender's collective count (see enter()). */
 #define NOTE_WAITING 1  /* "I have waited a while in collective SEQ": answer */
 #define NOTE_REACHED 2  /* "I have entered collective SEQ" */
+/* Tags on comm: the ring's messages, and sum_f32v_among's hand-out of the
+ * members' result to the non-members. */
+#define TAG_RING 0
+#define TAG_HAND_OUT 1
 
 typedef struct mpi_ctx {
     MPI_Comm comm;
@@ -54,13 +58,19 @@ typedef struct mpi_ctx {
     float *pack;         /* reduce_scatter_block sum_f32v: the packed array */
     size_t pack_cap;     /* in floats */
     /* The ring's array: segments seg[0 .. nseg) back to back, segment k
-     * from element start[k]; start and the type map (len, disp) are kept
-     * between calls. */
+     * from element start[k], seen from element rot (at()); start and the
+     * type map (len, disp) are kept between calls. */
     const selsync_segment *seg;
-    size_t nseg, *start, start_cap;
+    size_t nseg, *start, start_cap, rot;
     int *len;
     MPI_Aint *disp;
     size_t map_cap;
+    /* sum_f32v_among's hand-out: a request, peer and type per message of a
+     * round (at most size of each), kept between calls. */
+    MPI_Request *out_req;
+    int *out_peer;
+    MPI_Datatype *out_type;
+    size_t out_cap, out_peer_cap, out_type_cap;
     size_t chunk_bytes;  /* cap on bytes per MPI call */
     selsync_mpi_sum_algorithm sum_alg;
     uint64_t bytes;      /* bytes_sent estimate */
@@ -413,17 +423,20 @@ static selsync_status set_segments(const selsync_segment *segs, size_t nseg, siz
     if (st != SELSYNC_OK) return st;
     g.seg = segs;
     g.nseg = nseg;
+    g.rot = 0;
     g.start[0] = 0;
     for (size_t k = 0; k < nseg; k++) g.start[k + 1] = g.start[k] + segs[k].count;
     *n = g.start[nseg];
     return SELSYNC_OK;
 }
 
-/* Element pos (< the array's length) of the array; *run: how many follow
- * it contiguously in its segment, itself included. */
+/* Element pos (< the array's length) of the array seen from element rot
+ * (element (pos + rot) mod length); *run: how many follow it contiguously
+ * in its segment, itself included (never past the array's end). */
 static float *at(size_t pos, size_t *run)
 {
     size_t lo = 0, hi = g.nseg;
+    if ((pos += g.rot) >= g.start[g.nseg]) pos -= g.start[g.nseg];
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
         if (g.start[mid] <= pos) lo = mid;
@@ -488,40 +501,67 @@ static selsync_status apply(size_t off, size_t n, const float *src, float scale)
     return SELSYNC_OK;
 }
 
-/* Ring reduce-scatter then ring allgather, in place in the array of
- * set_segments (n elements), each exchange an MPI_Irecv from the left and
- * an MPI_Isend to the right, waited for together. Reduce-scatter step s
- * (0 .. p-2): send block (r-s-1) to the right neighbour, receive block
- * (r-s-2) from the left one, segment by segment, into the scratch and add
- * it into the array; after p-1 steps rank r alone holds the complete sum of
- * block r, which it multiplies by scale as it completes. Allgather step s: send
+/* A ring of p ranks over the array of set_segments (n elements): position
+ * i is rank rank[i] (rank NULL: the world, position i is rank i), this
+ * rank is at position me; the array is seen from element rot (at()). */
+typedef struct ring_plan {
+    const int *rank;
+    size_t p, me, n, rot;
+} ring_plan;
+
+/* Where block b (b <= p) starts. The world: blocks of n/p or n/p + 1
+ * elements. Members (rot: where the world's block rank[0] starts): block
+ * c is the world's blocks rank[c] .. rank[c+1] - 1, the last one wrapping
+ * around to rank[0] - 1. The world ring sums the elements of its block b
+ * in the order b+1, b+2, ..., b (mod size); among members, the same order
+ * with the non-members left out. */
+static size_t plan_off(const ring_plan *pl, size_t b)
+{
+    if (!pl->rank) return blk_off(pl->n, pl->p, b);
+    return b == pl->p ? pl->n : blk_off(pl->n, (size_t)g.size, (size_t)pl->rank[b]) - pl->rot;
+}
+
+static int plan_rank(const ring_plan *pl, size_t pos)
+{
+    return pl->rank ? pl->rank[pos] : (int)pos;
+}
+
+/* Ring reduce-scatter then ring allgather of plan pl, in place, each
+ * exchange an MPI_Irecv from the left and an MPI_Isend to the right,
+ * waited for together. Reduce-scatter step s (0 .. p-2): send block
+ * (r-s-1) to the right neighbour, receive block (r-s-2) from the left
+ * one, segment by segment, into the scratch and add it into the array;
+ * after p-1 steps position r alone holds the complete sum of block r,
+ * which it multiplies by scale as it completes. Allgather step s: send
  * block (r-s) right, receive block (r-s-1) from the left straight into the
  * array. Segments: at most RING_SEGMENT_BYTES in the reduce-scatter,
  * chunk_elems() in the allgather (<= INT_MAX elements, <= chunk_bytes).
  * A message whose elements span several of the caller's segments travels
  * as an hindexed type over them. The scratch is allocated once and kept,
  * so calls do not page-fault. */
-static selsync_status ring(size_t n, float scale)
+static selsync_status ring(const ring_plan *pl, float scale)
 {
-    size_t p = (size_t)g.size, r = (size_t)g.rank;
-    int right = (int)((r + 1) % p), left = (int)((r + p - 1) % p);
+    size_t p = pl->p, r = pl->me, n = pl->n, maxblk = 0;
+    int right = plan_rank(pl, (r + 1) % p), left = plan_rank(pl, (r + p - 1) % p);
     size_t seg_rs = (g.chunk_bytes < RING_SEGMENT_BYTES ? g.chunk_bytes : RING_SEGMENT_BYTES) /
                     sizeof(float);
     if (seg_rs == 0) seg_rs = 1;
     size_t seg_ag = chunk_elems(sizeof(float));
-    size_t maxblk = blk_len(n, p, 0);
+    for (size_t b = 0; b < p; b++)
+        if (plan_off(pl, b + 1) - plan_off(pl, b) > maxblk) maxblk = plan_off(pl, b + 1) - plan_off(pl, b);
     size_t need = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
     selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, need, sizeof(float));
     float *tmp = g.scratch;
     uint64_t sent = 0;
+    g.rot = pl->rot;
     if (p == 1 && st == SELSYNC_OK) st = apply(0, n, NULL, scale);
     for (int phase = 0; phase < 2 && st == SELSYNC_OK; ++phase) {
         size_t seg = phase == 0 ? seg_rs : seg_ag;
         for (size_t s = 0; s + 1 < p && st == SELSYNC_OK; ++s) {
             size_t sb = phase == 0 ? (r + 2 * p - s - 1) % p : (r + p - s) % p;
             size_t rb = (sb + p - 1) % p;
-            size_t so = blk_off(n, p, sb), ro = blk_off(n, p, rb);
-            size_t sl = blk_len(n, p, sb), rl = blk_len(n, p, rb);
+            size_t so = plan_off(pl, sb), ro = plan_off(pl, rb);
+            size_t sl = plan_off(pl, sb + 1) - so, rl = plan_off(pl, rb + 1) - ro;
             /* Every rank runs the same number of segments per step (those
              * of the largest block), so each send has its matching receive
              * even where a block is shorter or empty. */
@@ -536,8 +576,8 @@ static selsync_status ring(size_t n, float scale)
                 if (st == SELSYNC_OK) {
                     MPI_Request rq[2];
                     int peer[2] = {left, right};
-                    int e = MPI_Irecv(rbuf, rcount, rtype, left, 0, g.comm, &rq[0]);
-                    if (e == MPI_SUCCESS) e = MPI_Isend(sbuf, scount, stype, right, 0, g.comm, &rq[1]);
+                    int e = MPI_Irecv(rbuf, rcount, rtype, left, TAG_RING, g.comm, &rq[0]);
+                    if (e == MPI_SUCCESS) e = MPI_Isend(sbuf, scount, stype, right, TAG_RING, g.comm, &rq[1]);
                     st = e == MPI_SUCCESS ? wait_for(2, rq, peer, MPI_STATUSES_IGNORE, "MPI_Isend/MPI_Irecv")
                                           : mpi_fail("MPI_Isend/MPI_Irecv", e);
                 }
@@ -550,6 +590,7 @@ static selsync_status ring(size_t n, float scale)
         }
     }
     g.bytes += sent;
+    g.rot = 0;
     return st;
 }
 
@@ -562,18 +603,17 @@ static selsync_status comm_sum_f32(void *ctx, float *buf, size_t n)
     if (g.sum_alg == SELSYNC_MPI_SUM_RSB) return sum_f32_rsb(buf, n);
     selsync_segment one = {buf, n};
     if ((s = set_segments(&one, 1, &n)) != SELSYNC_OK) return s;
-    return ring(n, 1.0f);
+    ring_plan world = {NULL, (size_t)g.size, (size_t)g.rank, n, 0};
+    return ring(&world, 1.0f);
 }
 
-/* The ring in place; reduce_scatter_block on a packed copy. */
-static selsync_status comm_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+/* The segments of set_segments (n > 0 elements) summed over all ranks: the
+ * ring in place; reduce_scatter_block on a packed copy. */
+static selsync_status sum_segments(const selsync_segment *segs, size_t nseg, size_t n, float scale)
 {
-    size_t n;
-    selsync_status s = check_live(ctx, segs, nseg, "sum_f32v");
-    for (size_t k = 0; k < nseg && s == SELSYNC_OK; k++) s = check_live(ctx, segs[k].data, segs[k].count, "sum_f32v");
-    if (s == SELSYNC_OK) enter("sum_f32v", 1);
-    if (s != SELSYNC_OK || (s = set_segments(segs, nseg, &n)) != SELSYNC_OK || n == 0) return s;
-    if (g.sum_alg == SELSYNC_MPI_SUM_RING || g.size == 1) return ring(n, scale);
+    selsync_status s;
+    ring_plan world = {NULL, (size_t)g.size, (size_t)g.rank, n, 0};
+    if (g.sum_alg == SELSYNC_MPI_SUM_RING || g.size == 1) return ring(&world, scale);
     if ((s = reserve((void **)&g.pack, &g.pack_cap, n, sizeof *g.pack)) != SELSYNC_OK) return s;
     for (size_t k = 0; k < nseg; k++)
         memcpy(g.pack + g.start[k], segs[k].data, segs[k].count * sizeof(float));
@@ -581,6 +621,110 @@ static selsync_status comm_sum_f32v(void *ctx, const selsync_segment *segs, size
     for (size_t k = 0; k < nseg; k++)
         for (size_t i = 0; i < segs[k].count; i++) segs[k].data[i] = g.pack[g.start[k] + i] * scale;
     return SELSYNC_OK;
+}
+
+/* Checks the segments (op: the name in messages). */
+static selsync_status check_segments(void *ctx, const selsync_segment *segs, size_t nseg, const char *op)
+{
+    selsync_status s = check_live(ctx, segs, nseg, op);
+    for (size_t k = 0; k < nseg && s == SELSYNC_OK; k++) s = check_live(ctx, segs[k].data, segs[k].count, op);
+    return s;
+}
+
+static selsync_status comm_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    size_t n;
+    selsync_status s = check_segments(ctx, segs, nseg, "sum_f32v");
+    if (s == SELSYNC_OK) enter("sum_f32v", 1);
+    if (s != SELSYNC_OK || (s = set_segments(segs, nseg, &n)) != SELSYNC_OK || n == 0) return s;
+    return sum_segments(segs, nseg, n, scale);
+}
+
+/* The growable arrays of one hand-out round, for m messages. */
+static selsync_status reserve_round(size_t m)
+{
+    selsync_status s = reserve((void **)&g.out_req, &g.out_cap, m, sizeof *g.out_req);
+    if (s == SELSYNC_OK) s = reserve((void **)&g.out_peer, &g.out_peer_cap, m, sizeof *g.out_peer);
+    if (s == SELSYNC_OK) s = reserve((void **)&g.out_type, &g.out_type_cap, m, sizeof *g.out_type);
+    return s;
+}
+
+/* After the members' ring every member holds the result: member c sends
+ * part c of k near-equal parts (blk_off) to every non-member, which
+ * receives the k parts at once; in rounds of at most chunk_elems()
+ * elements per message, every rank running the rounds of the largest part
+ * (empty messages where a part is shorter). me: this rank's position among
+ * the members, or -1. */
+static selsync_status hand_out(const int *members, size_t k, int me, size_t n)
+{
+    size_t p = (size_t)g.size, step = chunk_elems(sizeof(float)), m = me >= 0 ? p - k : k;
+    size_t maxpart = blk_len(n, k, 0);
+    selsync_status st = reserve_round(m);
+    for (size_t r = 0, j = 0, c = 0; st == SELSYNC_OK && r < p; r++) { /* the peers, in rank order */
+        int member = c < k && members[c] == (int)r;
+        c += (size_t)member;
+        if (member != (me >= 0)) g.out_peer[j++] = (int)r;
+    }
+    for (size_t o = 0; o < maxpart && st == SELSYNC_OK; o += step) {
+        int e = MPI_SUCCESS;
+        for (size_t i = 0; i < m; i++) g.out_type[i] = MPI_FLOAT;
+        for (size_t i = 0; i < m && e == MPI_SUCCESS && st == SELSYNC_OK; i++) {
+            size_t part = me >= 0 ? (size_t)me : i, len = blk_len(n, k, part);
+            size_t cnt = o < len ? (len - o < step ? len - o : step) : 0;
+            void *buf;
+            int count;
+            st = view(blk_off(n, k, part) + o, cnt, &buf, &count, &g.out_type[i]);
+            if (st != SELSYNC_OK) break;
+            if (me < 0) {
+                e = MPI_Irecv(buf, count, g.out_type[i], g.out_peer[i], TAG_HAND_OUT, g.comm, &g.out_req[i]);
+            } else if ((e = MPI_Isend(buf, count, g.out_type[i], g.out_peer[i], TAG_HAND_OUT, g.comm,
+                                      &g.out_req[i])) == MPI_SUCCESS) {
+                g.bytes += cnt * sizeof(float);
+            }
+        }
+        if (st == SELSYNC_OK)
+            st = e == MPI_SUCCESS ? wait_for((int)m, g.out_req, g.out_peer, MPI_STATUSES_IGNORE, "MPI_Isend/MPI_Irecv")
+                                  : mpi_fail("MPI_Isend/MPI_Irecv", e);
+        for (size_t i = 0; i < m; i++)
+            if (g.out_type[i] != MPI_FLOAT) MPI_Type_free(&g.out_type[i]);
+    }
+    return st;
+}
+
+/* Validates sum_f32v_among's member list. */
+static selsync_status check_members(const int *members, int k)
+{
+    if (!members || k < 1 || k > g.size) {
+        set_error("sum_f32v_among: %d members%s: expected 1 to %d", k, members ? "" : " at NULL", g.size);
+        return SELSYNC_EINVAL;
+    }
+    for (int i = 0; i < k; i++)
+        if (members[i] < 0 || members[i] >= g.size || (i > 0 && members[i] <= members[i - 1])) {
+            set_error("sum_f32v_among: member %d is rank %d: expected distinct ranks of [0, %d) in ascending order",
+                      i, members[i], g.size);
+            return SELSYNC_EINVAL;
+        }
+    return SELSYNC_OK;
+}
+
+/* The members' ring (plan_off; the ring whatever the sum algorithm), then
+ * the hand-out to the non-members. */
+static selsync_status comm_sum_f32v_among(void *ctx, const selsync_segment *segs, size_t nseg, float scale,
+                                          const int *members, int k)
+{
+    size_t n;
+    int me = -1;
+    selsync_status s = check_segments(ctx, segs, nseg, "sum_f32v_among");
+    if (s == SELSYNC_OK) s = check_members(members, k);
+    if (s == SELSYNC_OK) enter("sum_f32v_among", 1);
+    if (s != SELSYNC_OK || (s = set_segments(segs, nseg, &n)) != SELSYNC_OK || n == 0) return s;
+    for (int i = 0; i < k; i++)
+        if (members[i] == g.rank) me = i;
+    if (me >= 0) {
+        ring_plan among = {members, (size_t)k, (size_t)me, n, blk_off(n, (size_t)g.size, (size_t)members[0])};
+        s = ring(&among, scale);
+    }
+    return s == SELSYNC_OK && k < g.size ? hand_out(members, (size_t)k, me, n) : s;
 }
 
 static selsync_status allreduce_chunks(void *buf, size_t n, size_t esize, MPI_Datatype type,
@@ -760,6 +904,7 @@ static const selsync_comm_ops mpi_ops = {
     .recv = comm_recv,
     .last_error = comm_last_error,
     .step_begins = comm_step_begins,
+    .sum_f32v_among = comm_sum_f32v_among,
 };
 
 static void at_exit_handler(void)
@@ -931,6 +1076,13 @@ void selsync_mpi_finalize(void)
     free(g.start);
     free(g.len);
     free(g.disp);
+    free(g.out_req);
+    free(g.out_peer);
+    free(g.out_type);
+    g.out_req = NULL;
+    g.out_peer = NULL;
+    g.out_type = NULL;
+    g.out_cap = g.out_peer_cap = g.out_type_cap = 0;
     g.scratch = g.pack = NULL;
     g.start = NULL;
     g.len = NULL;

@@ -37,6 +37,18 @@
  *             allgather spreads scaled sums. reduce_scatter_block: sum_f32
  *             of a packed copy (kept between calls), scaled while unpacked.
  *             Counted in bytes_sent as sum_f32 of the total count.
+ *   sum_f32v_among  the ring (whatever the algorithm) over the k members
+ *             alone, position c being members[c]: its block is the world
+ *             ring's blocks members[c] .. members[c+1] - 1 (the last one
+ *             wraps round to block members[0] - 1), so each element is
+ *             summed in the world ring's order with the non-members left
+ *             out. A non-member's zero adds exactly, so the bits are those
+ *             of the ring sum_f32v to which the non-members contribute
+ *             zeros (save that -0 + +0 is +0); the blocks are as uneven as
+ *             the gaps between members. Then member c sends part c of k
+ *             near-equal parts of the result to every non-member, which
+ *             receives the k parts at once (MPI_Isend/MPI_Irecv, another
+ *             tag than the ring's, in rounds of at most the chunk size).
  *   any       MPI_Iallreduce(MPI_BOR) on MPI_UINT8_T.
  *   sum_f64   MPI_Iallreduce(MPI_SUM) on MPI_DOUBLE (no bitwise guarantee).
  *   bcast     MPI_Ibcast of MPI_BYTE.
@@ -52,6 +64,10 @@
  * call of `count` elements of `esize` bytes (S = count * esize):
  *   sum_f32 ring: exactly what it sends, 2 S - (len(r) + len(r+1)) esize for
  *       rank r, i.e. 2 (N-1)/N S when N divides count; 2 (N-1) S over the job.
+ *   sum_f32v_among, k members: exactly what it sends: member c its ring's
+ *       2 S - (len(c) + len(c+1)) esize for its uneven blocks, plus N - k
+ *       times its part, S/k; a non-member nothing; the job
+ *       (2 (k-1) + N - k) S, against 2 (N-1) S for sum_f32v.
  *   sum_f32 reduce_scatter_block, any, sum_f64 (estimate as for a ring
  *       allreduce): 2 (N-1) ceil(count / N) esize per chunk (padding counts).
  *   bcast of S bytes from root (estimate as for a binomial tree): S times
@@ -69,7 +85,8 @@
  *   SELSYNC_STALL_WARN (default 60; 0: off): after each such period in one
  *     wait, one line on stderr:
  *       selsync: rank R: waiting N s in OP (step S) for rank(s) X,Y
- *     OP is the op (any, sum_f32, sum_f32v, sum_f64, bcast, send, recv);
+ *     OP is the op (any, sum_f32, sum_f32v, sum_f32v_among, sum_f64, bcast,
+ *     send, recv);
  *     "(step S)" only after selsync_mpi_set_step. The ranks named: in a
  *     collective, those not known to have entered it; when all have (one
  *     stalled inside it), the ring's neighbours whose message is missing,

@@ -18,8 +18,9 @@
  *       "selsync: rank R: test abort". No watchdog in this mode.
  *   mpirun -np N test_comm_mpi --stall-rank R --stall-in OP --pid-file F
  *       a loop of STALL_STEPS steps (selsync_mpi_set_step), each an `any`
- *       of one flag then a sum_f32 of 4096 floats, results checked. At step
- *       STALL_AT, just before OP (any or sum_f32), rank R writes its pid
+ *       of one flag, a sum_f32 of 4096 floats and a sum_f32v_among of them
+ *       over ranks 0 and N-1, results checked. At step STALL_AT, just
+ *       before OP (any, sum_f32 or sum_f32v_among), rank R writes its pid
  *       to F (complete when F appears) and waits for SIGCONT (at most 60 s):
  *       to be stopped meanwhile with SIGSTOP, so that the others stall in OP.
  *       Exit status 0 when every step's results were right. No watchdog. */
@@ -207,6 +208,104 @@ static void check_sum_f32v(size_t n, float scale, int rank_split, uint64_t seed,
     if (bad) note(name, "%zu elements differ", bad);
     check(name, ok && !bad);
     free(ref);
+}
+
+/* sum_f32v_among over the ranks of bit set `mask` (n elements in segments
+ * cut differently on each rank; a non-member's hold NaN): every rank must
+ * end with the bits of the ring sum_f32v of the same data to which the
+ * non-members contribute zeros (so the same bits everywhere), close to the
+ * members' sum times scale; a non-member sends nothing, the job
+ * (2 (k-1) + N - k) S. */
+static void check_among(size_t n, unsigned mask, uint64_t seed, const char *label)
+{
+    char name[240], list[64] = "";
+    enum { MAX_SEG = 4096 };
+    static selsync_segment seg[MAX_SEG];
+    int members[64], k = 0, member = (mask >> g_rank) & 1;
+    size_t nseg = 0, bad = 0, len_list = 0;
+    for (int r = 0; r < g_size; ++r)
+        if ((mask >> r) & 1) {
+            members[k++] = r;
+            len_list += (size_t)snprintf(list + len_list, sizeof list - len_list, "%s%d", k > 1 ? "," : "", r);
+        }
+    float scale = 1.0f / (float)k;
+    snprintf(name, sizeof name, "sum_f32v_among {%s} n=%zu%s == ring sum_f32v with zeros from non-members", list,
+             n, label);
+    float *ref = malloc((n ? n : 1) * sizeof(float));
+    if (!ref) {
+        note(name, "out of memory");
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (size_t pos = 0, j = 0; (pos < n || nseg < 2) && nseg < MAX_SEG; ++j) {
+        uint64_t h = splitmix64(seed + j + ((uint64_t)g_rank << 32));
+        size_t len = j % 5 == 3 ? 0 : 2 * (size_t)(h % 600) + 1;
+        if (len > n - pos || nseg == MAX_SEG - 1) len = n - pos;
+        seg[nseg].count = len;
+        seg[nseg].data = len ? malloc(len * sizeof(float)) : NULL;
+        if (len && !seg[nseg].data) {
+            note(name, "out of memory");
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        for (size_t i = 0; i < len; ++i) {
+            ref[pos + i] = member ? input(g_rank, pos + i, seed) : 0.0f;
+            seg[nseg].data[i] = member ? ref[pos + i] : NAN;
+        }
+        pos += len;
+        ++nseg;
+    }
+    selsync_mpi_sum_algorithm alg = selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
+    selsync_segment whole = {ref, n};
+    selsync_status s = C.ops->sum_f32v(C.ctx, &whole, 1, scale);
+    selsync_mpi_set_sum_algorithm(alg);
+    uint64_t before = C.ops->bytes_sent(C.ctx);
+    selsync_status sa = C.ops->sum_f32v_among(C.ctx, seg, nseg, scale, members, k);
+    uint64_t d = C.ops->bytes_sent(C.ctx) - before, job = 0;
+    int ok = s == SELSYNC_OK && sa == SELSYNC_OK;
+    if (!ok) note(name, "status %s / %s: %s", selsync_status_str(s), selsync_status_str(sa), selsync_mpi_last_error());
+    double worst = 0;
+    for (size_t j = 0, pos = 0; j < nseg; pos += seg[j].count, free(seg[j].data), ++j)
+        for (size_t i = 0; ok && i < seg[j].count; ++i) {
+            double sum = 0, mag = 0;
+            for (int c = 0; c < k; ++c) {
+                sum += input(members[c], pos + i, seed);
+                mag += fabs(input(members[c], pos + i, seed));
+            }
+            double e = fabs((double)seg[j].data[i] - sum * scale) / (mag * scale + 1e-30);
+            if (!(e <= worst)) worst = e;
+            if (memcmp(&ref[pos + i], &seg[j].data[i], sizeof(float)) != 0 && !bad++)
+                note(name, "element %zu: got %.9g, want %.9g", pos + i, seg[j].data[i], ref[pos + i]);
+        }
+    if (bad) note(name, "%zu elements differ", bad);
+    if (!(worst <= 1e-6)) note(name, "relative error %.3g from the members' sum", worst);
+    check(name, ok && !bad && worst <= 1e-6);
+
+    MPI_Allreduce(&d, &job, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+    uint64_t want = (uint64_t)(2 * (k - 1) + g_size - k) * n * sizeof(float);
+    if ((!member && d) || job != want)
+        note(name, "bytes_sent: this rank %llu, job %llu (want %llu)", (unsigned long long)d,
+             (unsigned long long)job, (unsigned long long)want);
+    snprintf(name, sizeof name, "sum_f32v_among {%s} n=%zu%s: non-members send nothing, the job (2 (k-1) + N - k) S",
+             list, n, label);
+    check(name, ok && (member || d == 0) && job == want);
+    free(ref);
+}
+
+/* Malformed member lists: SELSYNC_EINVAL on every rank, nothing sent. */
+static void check_among_errors(void)
+{
+    float v[3] = {1, 2, 3};
+    selsync_segment one = {v, 3};
+    int desc[2] = {g_size - 1, 0}, twice[2] = {0, 0}, out[1] = {g_size}, neg[1] = {-1};
+    uint64_t before = C.ops->bytes_sent(C.ctx);
+    int ok = C.ops->sum_f32v_among(C.ctx, &one, 1, 1.0f, twice, 2) == SELSYNC_EINVAL &&
+             C.ops->sum_f32v_among(C.ctx, &one, 1, 1.0f, out, 1) == SELSYNC_EINVAL &&
+             C.ops->sum_f32v_among(C.ctx, &one, 1, 1.0f, neg, 1) == SELSYNC_EINVAL &&
+             C.ops->sum_f32v_among(C.ctx, &one, 1, 1.0f, twice, 0) == SELSYNC_EINVAL &&
+             C.ops->sum_f32v_among(C.ctx, &one, 1, 1.0f, NULL, 1) == SELSYNC_EINVAL &&
+             (g_size < 2 || C.ops->sum_f32v_among(C.ctx, &one, 1, 1.0f, desc, 2) == SELSYNC_EINVAL) &&
+             strstr(selsync_mpi_last_error(), "sum_f32v_among") != NULL;
+    check("sum_f32v_among: malformed member lists are SELSYNC_EINVAL, nothing sent",
+          ok && C.ops->bytes_sent(C.ctx) == before && v[0] == 1 && v[2] == 3);
 }
 
 static void check_any(void)
@@ -440,6 +539,12 @@ static int run_single(int *argc, char ***argv)
         s = c.ops->sum_f32v(c.ctx, segs, 2, 0.5f);
         SINGLE_CHECK("sum_f32v only scales",
                      s == SELSYNC_OK && v[0] == 0.75f && v[1] == -1.0f && v[2] == 1.625f);
+        int zero = 0, one = 1;
+        s = c.ops->sum_f32v_among(c.ctx, segs, 2, 2.0f, &zero, 1);
+        SINGLE_CHECK("sum_f32v_among {0} only scales",
+                     s == SELSYNC_OK && v[0] == 1.5f && v[1] == -2.0f && v[2] == 3.25f);
+        SINGLE_CHECK("sum_f32v_among {1} is SELSYNC_EINVAL",
+                     c.ops->sum_f32v_among(c.ctx, segs, 2, 2.0f, &one, 1) == SELSYNC_EINVAL && v[0] == 1.5f);
     }
     selsync_mpi_finalize();
     selsync_mpi_finalize();
@@ -498,7 +603,8 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
     }
     g_rank = C.ops->rank(C.ctx);
     g_size = C.ops->size(C.ctx);
-    if (victim < 0 || victim >= g_size || !pid_file || (strcmp(op, "any") && strcmp(op, "sum_f32"))) {
+    if (victim < 0 || victim >= g_size || !pid_file ||
+        (strcmp(op, "any") && strcmp(op, "sum_f32") && strcmp(op, "sum_f32v_among"))) {
         if (g_rank == 0) fprintf(stderr, "--stall-rank %d --stall-in %s: bad arguments\n", victim, op);
         selsync_mpi_finalize();
         return 2;
@@ -516,6 +622,13 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
         s = s == SELSYNC_OK ? C.ops->sum_f32(C.ctx, buf, STALL_FLOATS) : s;
         for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i)
             bad += buf[i] != (float)(g_size * (g_size - 1) / 2 + g_size * (i % 7));
+        int ends[2] = {0, g_size - 1};
+        selsync_segment all = {buf, STALL_FLOATS};
+        for (int i = 0; i < STALL_FLOATS; ++i) buf[i] = (float)(g_rank + i % 7);
+        stall_point(victim, op, "sum_f32v_among", step, pid_file);
+        s = s == SELSYNC_OK ? C.ops->sum_f32v_among(C.ctx, &all, 1, 1.0f, ends, g_size > 1 ? 2 : 1) : s;
+        for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i)
+            bad += buf[i] != (float)(g_size - 1 + (g_size > 1 ? 2 : 1) * (i % 7));
         if (s != SELSYNC_OK || bad) {
             fprintf(stderr, "rank %d: step %d: status %s, %d wrong results: %s\n", g_rank, step,
                     selsync_status_str(s), bad, selsync_mpi_last_error());
@@ -585,7 +698,7 @@ int main(int argc, char **argv)
             use_abort = 1;
         } else {
             fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R |\n"
-                            "    --stall-rank R --stall-in any|sum_f32 --pid-file F]\n", argv[0]);
+                            "    --stall-rank R --stall-in any|sum_f32|sum_f32v_among --pid-file F]\n", argv[0]);
             return 2;
         }
     }
@@ -669,6 +782,25 @@ int main(int argc, char **argv)
     check("set_chunk_bytes returns the previous cap (default 1 GiB)",
           prev == ((size_t)1 << 30) && selsync_mpi_set_chunk_bytes(0) == prev &&
               selsync_mpi_set_chunk_bytes(0) == prev);
+
+    /* sum_f32v_among: every member set up to 6 ranks (non-contiguous ones,
+     * one member, all ranks), under each algorithm (always the ring) and
+     * chunked */
+    for (unsigned mask = 1; g_size <= 6 && mask < (1u << g_size); ++mask) {
+        check_among(1, mask, 200 + mask, "");
+        check_among(2 * (size_t)g_size + 1, mask, 300 + mask, "");
+        check_among(100003, mask, 400 + mask, "");
+        selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RSB);
+        check_among(10007, mask, 500 + mask, " (algorithm reduce_scatter_block)");
+        selsync_mpi_set_sum_algorithm(SELSYNC_MPI_SUM_RING);
+        prev = selsync_mpi_set_chunk_bytes(4000);
+        check_among(10007, mask, 600 + mask, ", chunked (4000-byte calls)");
+        selsync_mpi_set_chunk_bytes(4);
+        check_among(1001, mask, 700 + mask, ", chunked (1 float per call)");
+        selsync_mpi_set_chunk_bytes(prev);
+    }
+    check_among(0, 1, 800, "");
+    check_among_errors();
 
     check_any();
     check_sum_f64();

@@ -36,19 +36,46 @@ static selsync_status m_sum_f32(void *ctx, float *buf, size_t n)
     return SELSYNC_OK;
 }
 
-/* m_sum_f32 over a packed copy, then x * scale back into the segments. */
-static selsync_status m_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+/* m_sum_f32 over a packed copy (zeros when !contribute), then x * scale
+ * back into the segments. */
+static selsync_status sum_packed(void *ctx, const selsync_segment *segs, size_t nseg, float scale, int contribute)
 {
     static float packed[MOCK_MAX_ELEMS];
     size_t n = 0;
     selsync_status st;
     for (size_t k = 0; k < nseg; n += segs[k].count, k++)
         if (n + segs[k].count <= MOCK_MAX_ELEMS) memcpy(packed + n, segs[k].data, segs[k].count * sizeof(float));
+    if (!contribute) memset(packed, 0, (n < MOCK_MAX_ELEMS ? n : MOCK_MAX_ELEMS) * sizeof(float));
     if ((st = m_sum_f32(ctx, packed, n)) != SELSYNC_OK) return st; /* n > MOCK_MAX_ELEMS fails */
     n = 0;
     for (size_t k = 0; k < nseg; n += segs[k].count, k++)
         for (size_t i = 0; i < segs[k].count; i++) segs[k].data[i] = packed[n + i] * scale;
     return SELSYNC_OK;
+}
+
+static selsync_status m_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    return sum_packed(ctx, segs, nseg, scale, 1);
+}
+
+static selsync_status m_sum_f32v_among(void *ctx, const selsync_segment *segs, size_t nseg, float scale,
+                                       const int *members, int k)
+{
+    mock_comm *m = ctx;
+    uint64_t bytes = m->bytes;
+    int member = 0;
+    selsync_status st;
+    m->among_calls++;
+    m->among_k = k;
+    for (int i = 0; i < k; i++) {
+        if (i < MOCK_MAX_RANKS) m->among_members[i] = members[i];
+        if (members[i] < 0 || members[i] >= m->size || (i && members[i] <= members[i - 1])) return SELSYNC_EINVAL;
+        member |= members[i] == m->rank;
+    }
+    if (k < 1 || k > m->size) return SELSYNC_EINVAL;
+    st = sum_packed(ctx, segs, nseg, scale, member);
+    if (!member) m->bytes = bytes;
+    return st;
 }
 
 static selsync_status m_sum_f64(void *ctx, double *buf, size_t n)
@@ -131,7 +158,12 @@ static const char *m_last_error(void *ctx)
 
 static const selsync_comm_ops mock_ops = {
     "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
-    m_last_error, NULL,
+    m_last_error, NULL, m_sum_f32v_among,
+};
+
+static const selsync_comm_ops mock_ops_without_among = {
+    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
+    m_last_error, NULL, NULL,
 };
 
 void mock_init(mock_comm *m, int rank, int size)
@@ -144,7 +176,7 @@ void mock_init(mock_comm *m, int rank, int size)
 
 selsync_comm mock_as_comm(mock_comm *m)
 {
-    selsync_comm c = {&mock_ops, m};
+    selsync_comm c = {m->no_among ? &mock_ops_without_among : &mock_ops, m};
     return c;
 }
 

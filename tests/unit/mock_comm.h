@@ -44,6 +44,15 @@ typedef struct mock_comm {
     size_t sum_last_n, sum_total_n;
     float sum_last_in[MOCK_MAX_ELEMS]; /* what this rank contributed last */
 
+    /* sum_f32v_among: sum_f32v (a call of sum_calls, also for fail_sum_call)
+     * in which a non-member contributes zeros (sum_last_in) and sends
+     * nothing (bytes: members only); keeps the last call's member list.
+     * no_among, set before mock_as_comm: the op is NULL there, as in a
+     * transport without it. */
+    int among_calls, among_k;
+    int among_members[MOCK_MAX_RANKS];
+    int no_among;
+
     /* bcast: records every call (root and bytes of the first MOCK_MAX_QUEUE);
      * at the root keeps a copy of what it sent (up to MOCK_MAX_ELEMS floats)
      * and leaves buf alone; elsewhere copies the scripted data of the root,

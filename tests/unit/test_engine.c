@@ -554,6 +554,72 @@ static void test_fedavg_all_ranks(void **state)
     assert_int_equal(f->mock.sum_calls, 2);
 }
 
+/* FedAvg with C < 1 sums over the members alone (sum_f32v_among): every
+ * rank passes the same ascending list, which names exactly the ranks whose
+ * values are in the average; a non-member contributes and sends nothing;
+ * bsp_bytes is still reckoned for a sum over all ranks. A communicator
+ * without the op (no_among): one sum_f32v over all ranks, non-members
+ * contributing zeros, with the same draw and the same averages. */
+static void test_fedavg_members_only(void **state)
+{
+    fx *f = *state;
+    enum { WORLD = 5, K = 3, STEPS = 6 };
+    float r[N_ALL], before[N_ALL], after[N_ALL];
+    int list[WORLD][STEPS][K], member[2][WORLD][STEPS];
+    for (int i = 0; i < N_ALL; i++) r[i] = 100.0f + (float)i;
+    for (int without = 0; without < 2; without++)
+        for (int rank = 0; rank < WORLD; rank++) {
+            teardown(state);
+            setup(state);
+            f = *state;
+            mock_init(&f->mock, rank, WORLD);
+            f->mock.no_among = without;
+            f->comm = mock_as_comm(&f->mock);
+            f->mock.remote_scale = 0; /* the other members' sum is r */
+            f->mock.remote = r;
+            f->mock.remote_n = N_ALL;
+            f->cfg.method = SELSYNC_METHOD_FEDAVG;
+            f->cfg.fedavg_interval = 1;
+            f->cfg.fedavg_fraction = 0.5; /* k = round(2.5) = 3 */
+            f->cfg.seed = 11;
+            make(f);
+            for (int t = 0; t < STEPS; t++) {
+                snapshot(before);
+                const selsync_step *s = step(f);
+                snapshot(after);
+                int in = after[0] == (before[0] + r[0]) * (1.0f / K);
+                for (int i = 0; i < N_ALL; i++) {
+                    assert_true(after[i] == ((in ? before[i] : 0.0f) + r[i]) * (1.0f / K));
+                    assert_true((f->mock.sum_last_in[i] != 0) == in);
+                }
+                member[without][rank][t] = in;
+                assert_int_equal(f->mock.sum_calls, t + 1);
+                assert_int_equal(f->mock.among_calls, without ? 0 : t + 1);
+                assert_int_equal(s->bytes_sent, without || in ? 4 * N_ALL : 0);
+                if (without) continue;
+                assert_int_equal(f->mock.among_k, K);
+                memcpy(list[rank][t], f->mock.among_members, sizeof list[rank][t]);
+            }
+            selsync_totals tot;
+            selsync_get_totals(f->e, &tot);
+            if (!without) /* the ratio before any sum over all ranks: 2 (N-1)/N */
+                assert_int_equal(tot.bsp_bytes, (uint64_t)(STEPS * 4.0 * N_ALL * (2.0 * (WORLD - 1) / WORLD) + 0.5));
+        }
+    for (int t = 0; t < STEPS; t++) {
+        int n_in = 0;
+        for (int rank = 0; rank < WORLD; rank++) {
+            int listed = 0;
+            assert_memory_equal(list[rank][t], list[0][t], sizeof list[0][t]); /* the same list everywhere */
+            for (int c = 0; c < K; c++) listed |= list[0][t][c] == rank;
+            assert_int_equal(member[0][rank][t], listed); /* exactly the listed ranks are averaged */
+            assert_int_equal(member[1][rank][t], listed); /* the fallback draws the same */
+            n_in += listed;
+        }
+        assert_int_equal(n_in, K);
+        for (int c = 1; c < K; c++) assert_true(list[0][t][c - 1] < list[0][t][c]);
+    }
+}
+
 /* ---- finish, totals, metrics ---- */
 
 static void test_finish_and_totals(void **state)
@@ -1102,6 +1168,7 @@ int main(void)
         T(test_aggregate_grads_no_bn),
         T(test_fedavg_members),
         T(test_fedavg_all_ranks),
+        T(test_fedavg_members_only),
         T(test_finish_and_totals),
         T(test_finish_without_bn),
         T(test_metrics_file),

@@ -63,6 +63,18 @@ typedef struct selsync_comm_ops {
     /* Step `step` (0-based, as the engine counts) begins: for messages such
      * as a stall warning (NULL: not used). */
     void (*step_begins)(void *ctx, uint64_t step);
+    /* sum_f32v over the k ranks members[0 .. k) alone (distinct, ascending,
+     * 1 <= k <= size; the same list on every rank), then every rank,
+     * member or not, receives the scaled sums in its segments: a member's
+     * segments hold its contribution, a non-member's are only overwritten
+     * and it sends nothing. Every rank receives the same bits (the MPI
+     * transport: those of its ring sum_f32v with zeros from the
+     * non-members, save that a sum of zeros may keep the sign of -0).
+     * SELSYNC_EINVAL for a malformed list, on every rank, before anything
+     * is sent. NULL: not supported (the engine then zeroes a non-member's
+     * tensors and calls sum_f32v over all ranks). */
+    selsync_status (*sum_f32v_among)(void *ctx, const selsync_segment *segs, size_t nseg, float scale,
+                                     const int *members, int k);
 } selsync_comm_ops;
 
 typedef struct selsync_comm {
