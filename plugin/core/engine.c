@@ -91,6 +91,7 @@ struct selsync_engine {
     int *perm;                   /* fedavg draw, world entries */
     selsync_segment *seg;        /* nt entries: the tensors of a transfer */
     float *snap;                 /* residual snapshot or NULL */
+    float *stats;                /* on_nonfinite = skip: the STAT tensors after the last step */
     size_t sync_n;               /* elements of a full synchronisation */
     double ratio;                /* comm bytes per payload byte ... */
     size_t ratio_n;              /* ... measured on a transfer of this many floats */
@@ -114,6 +115,8 @@ struct selsync_engine {
 };
 
 #define EFAIL(e, st, ...) selsync_fail((e)->err, sizeof (e)->err, (st), __VA_ARGS__)
+
+static void keep_stats(selsync_engine *e, int save);
 
 static selsync_status comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n)
 {
@@ -274,8 +277,10 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->perm = calloc((size_t)world, sizeof *e->perm);
     e->seg = malloc(e->nt * sizeof *e->seg);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
+    e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
-        !e->perm || !e->seg || (model->grad_keeps_residual && !e->snap && n_trained))
+        !e->perm || !e->seg || (model->grad_keeps_residual && !e->snap && n_trained) ||
+        (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
         goto nomem;
     memcpy(e->t, model->tensors, e->nt * sizeof *e->t);
     for (size_t i = 0; i < e->nt; i++) {
@@ -292,6 +297,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
             goto fail;
         }
     }
+    keep_stats(e, 1);
     e->t_mark = e->t_start = selsync_now();
     *out = e;
     return SELSYNC_OK;
@@ -318,12 +324,37 @@ void selsync_destroy(selsync_engine *e)
     free(e->perm);
     free(e->seg);
     free(e->snap);
+    free(e->stats);
     free(e->mean);
     selsync_ssp_worker_destroy(e->ssp);
     free(e);
 }
 
 /* ---- one step ---- */
+
+/* Copies the STAT tensors (e.g. batch-norm running statistics) into the
+ * kept copy (save) or back from it. */
+static void keep_stats(selsync_engine *e, int save)
+{
+    size_t off = 0;
+    if (!e->stats) return;
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_STAT) {
+            float *kept = e->stats + off, *host = e->t[i].param;
+            memcpy(save ? kept : host, save ? host : kept, e->t[i].count * sizeof(float));
+            off += e->t[i].count;
+        }
+}
+
+/* on_nonfinite = skip, this rank's step is not finite: the host's update
+ * applies no gradient (the gradients are zeroed) and the statistics the
+ * forward pass changed are put back, so nothing of the bad batch stays. */
+static void discard_own_step(selsync_engine *e)
+{
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) memset(e->t[i].grad, 0, e->t[i].count * sizeof(float));
+    keep_stats(e, 0);
+}
 
 /* Norms, smoothing, change and local flags of this step (top comment).
  * A step whose gradient norm or trained parameters are not finite leaves
@@ -531,11 +562,13 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
     int bad = measure(e);
     e->cur.t_measure = selsync_now() - t0;
-    if (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP)
+    if (bad == 2 || (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP))
         return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: %s (gradient's squared norm %g, "
-                     "loss %g); stopping (on_nonfinite = skip would skip synchronising such steps instead)",
-                     e->step, e->rank, bad == 2 ? "a trained parameter is not finite" : "the gradient is not finite",
-                     e->cur.grad_norm, loss);
+                     "loss %g); stopping (%s)", e->step, e->rank,
+                     bad == 2 ? "a trained parameter is not finite" : "the gradient is not finite", e->cur.grad_norm,
+                     loss, bad == 2 ? "no setting can repair the parameters"
+                                    : "on_nonfinite = skip would skip synchronising such steps instead");
+    if (bad) discard_own_step(e);
     if ((st = decide(e, bad)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
         (st = transfer(e, 1, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
@@ -584,6 +617,7 @@ selsync_status selsync_after_update(selsync_engine *e)
     if (!e->ssp) e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
         return st;
+    keep_stats(e, 1);
     e->last = e->cur;
     e->has_last = 1;
     e->tot.steps++;
@@ -823,6 +857,7 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
     field(&pos, e->prev, e->n_track * sizeof(double), 0);
     if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
     host_arrays(e, &pos, 0);
+    keep_stats(e, 1);
     e->step = h.step;
     e->ratio_n = (size_t)h.ratio_n;
     e->ratio = h.ratio;

@@ -1,18 +1,22 @@
 #!/bin/sh
-# Usage: test_detector_mpi.sh DARKNET SOURCE_DIR WORK_DIR
+# Usage: test_detector_mpi.sh DARKNET SOURCE_DIR WORK_DIR TRAIN_SYNTHETIC
 # The detector path end to end under a real mpirun with 2 ranks, on a tiny
 # generated detection set:
-#  - a short selsync run: the loss goes down, rank 0 alone writes the final
+#  - a short selsync run from fixed initial weights (TRAIN_SYNTHETIC writes
+#    them from srand(1); Darknet's trainers seed their own from the clock):
+#    the loss goes down (the mean of the last 10 steps below 0.7 x that of
+#    the first 10; its loader threads still draw in an order of their own,
+#    and 100 runs gave ratios of at most 0.06), rank 0 alone writes the final
 #    weights, the metrics hold evaluation rows (mAP@0.5) every eval_every steps;
-#  - a rank killed with SIGKILL ends the job promptly with a non-zero status;
-#    the last checkpoint is whole and a run resumed from it continues at its
-#    step and finishes;
+#  - a rank killed with SIGKILL ends the job with a non-zero status (not the
+#    timeout's); the last checkpoint is whole and a run resumed from it
+#    continues at its step (read from the file) and finishes;
 #  - a non-finite loss stops the job naming the step and the rank, or with
-#    on_nonfinite = skip is skipped;
+#    on_nonfinite = skip cannot repair infinite parameters and stops too;
 #  - a missing or malformed label file stops the job naming the file, and
 #    eval_every without a readable held-out list names the cfg line and list.
 set -u
-darknet=$1 src=$2 work=$3
+darknet=$1 src=$2 work=$3 synthetic=$4
 rm -rf "$work"; mkdir -p "$work"
 pass=0 fail=0
 ok() { pass=$((pass + 1)); }
@@ -32,9 +36,11 @@ cfg() { # NAME MAX_BATCHES LEARNING_RATE SELSYNC_LINES
 }
 
 # --- a short run ---------------------------------------------------------------
+"$synthetic" "$work/det/tiny.cfg" 0 "$work/init" --save "$work/init.weights" >"$work/init.log" 2>&1 \
+    || bad "writing the initial weights failed (see init.log)"
 cfg short 60 0.003 "method=selsync
 eval_every=20"
-mpi 300 "$data" "$work/short.cfg" >"$work/short.log" 2>&1 && ok || bad "short run failed (see short.log)"
+mpi 300 "$data" "$work/short.cfg" "$work/init.weights" >"$work/short.log" 2>&1 && ok || bad "short run failed (see short.log)"
 column loss "$work/short-0.tsv" >"$work/loss"
 first=$(head -10 "$work/loss" | awk '{ s += $1 } END { print s / NR }')
 last=$(tail -10 "$work/loss" | awk '{ s += $1 } END { print s / NR }')
@@ -50,27 +56,26 @@ grep -q "^# eval" "$work/short-1.tsv" && bad "rank 1 evaluated" || ok
 cfg kill 100000 0.001 "checkpoint_every=10"
 mpi 600 "$data" "$work/kill.cfg" >"$work/kill.log" 2>&1 &
 job=$!
-i=0
-until grep -q "step 20: checkpoint" "$work/kill.log" 2>/dev/null || [ $i -ge 600 ]; do sleep 0.2; i=$((i + 1)); done
+until grep -qs "step 20: checkpoint" "$work/kill.log" || ! kill -0 $job 2>/dev/null; do sleep 0.2; done
 victim=$(pgrep -f "^$darknet detector train $data $work/kill.cfg" | tail -1)
 if [ -n "$victim" ] && grep -q "step 20: checkpoint" "$work/kill.log"; then
     kill -9 "$victim"
-    i=0
-    while kill -0 $job 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-    if kill -0 $job 2>/dev/null; then
-        bad "the job still runs 30 s after a rank was killed"
-        pkill -9 -f "^$darknet detector train $data $work/kill.cfg"
-    fi
     wait $job
     rc=$?
-    [ $rc -ne 0 ] && ok || bad "the job exited 0 after a rank was killed"
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "the job exited with status $rc after a rank was killed (124: it hung)"
     grep -qi "signal 9\|killed" "$work/kill.log" && ok || bad "no message names the killed process"
 else
     bad "the kill run never reached its checkpoint at step 20"
     pkill -9 -f "^$darknet detector train $data $work/kill.cfg"
+    wait $job
 fi
 ck=$work/det/backup/kill_checkpoint.weights
-step=$(sed -n 's/.*step \([0-9]*\): checkpoint.*/\1/p' "$work/kill.log" | tail -1)
+# the checkpoint's step from its Darknet header (images seen, a size_t at
+# byte 12, over batch 4): one sealed as the job ended may have no message
+seen=$(od -An -tu8 -j 12 -N 8 "$ck" 2>/dev/null | tr -d ' ')
+step=$((${seen:-0} / 4))
+echo "the last checkpoint: step $step"
+[ "$step" -ge 20 ] && [ $((step % 10)) -eq 0 ] && ok || bad "the last checkpoint is at step $step, not 20, 30, ..."
 cp "$ck" "$work/resume.weights" 2>/dev/null && ok || bad "no checkpoint after the kill"
 sed -e "s/^max_batches=.*/max_batches=$((${step:-0} + 10))/" "$work/kill.cfg" >"$work/resume.cfg"
 mpi 300 "$data" "$work/resume.cfg" "$work/resume.weights" >"$work/resume.log" 2>&1 \
@@ -84,11 +89,17 @@ cfg nan 40 1e30 ""
 mpi 300 "$data" "$work/nan.cfg" >"$work/nan.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "a NaN loss did not stop the job (rc $rc)"
-grep -q "rank [01]: \[selsync\] step [0-9]*: rank [01]: the loss (.*) or the gradient's squared norm (.*) is not finite; stopping" \
+grep -q "rank [01]: \[selsync\] step [0-9]*: rank [01]: \(the gradient\|a trained parameter\) is not finite (gradient's squared norm .*, loss .*); stopping" \
     "$work/nan.log" && ok || bad "no message naming the step and rank of the non-finite loss"
+# a learning rate this large makes the parameters themselves infinite, which
+# skipping cannot repair (a bad batch with finite parameters is skipped:
+# test_nonfinite)
 cfg skip 20 1e30 "on_nonfinite=skip"
-mpi 300 "$data" "$work/skip.cfg" >"$work/skip.log" 2>&1 && ok || bad "on_nonfinite=skip run failed"
-column decision "$work/skip-0.tsv" | grep -q skip && ok || bad "no skipped step in the metrics"
+mpi 300 "$data" "$work/skip.cfg" >"$work/skip.log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "on_nonfinite=skip with infinite parameters did not stop (rc $rc)"
+grep -q "a trained parameter is not finite .*; stopping (no setting can repair the parameters)" "$work/skip.log" \
+    && ok || bad "no message naming the non-finite parameters"
 
 # --- a missing and a malformed label file ------------------------------------------
 lab=$(sed -n 1p "$work/det/train.list" | sed -e 's#/images/#/labels/#' -e 's#\.png$#.txt#')

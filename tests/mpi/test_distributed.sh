@@ -8,7 +8,8 @@
 #  - delta=0 synchronises every step, a huge delta only during warm-up;
 #  - a flag raised on one rank alone makes every rank synchronise;
 #  - local SGD drifts apart and ends with one identical average;
-#  - fedavg averages every fedavg_interval steps.
+#  - fedavg averages every fedavg_interval steps;
+#  - ranks that built different random weights all start from rank 0's.
 set -u
 prog=$1 np=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -137,6 +138,20 @@ log=$work/layer.%r.tsv" >"$work/layer.cfg"
 run "$work/layer.cfg" 30 "$work/layer" || bad "granularity=layer run failed"
 decisions_agree "$work/layer" && ok || bad "granularity=layer: decisions differ between ranks"
 column layers_synced "$work/layer.0.tsv" | awk '$1 > 2 { exit 1 }' && ok || bad "more layers synchronised than the network has"
+
+# --- every rank starts from rank 0's weights ------------------------------------
+# --rank-init seeds Darknet's random initialisation with the rank: without
+# [selsync] the ranks' weights differ; with it they are rank 0's, bitwise.
+cfg 4 1 "" >"$work/plain.cfg"
+cfg 4 1 "method=bsp" >"$work/init.cfg"
+run "$work/plain.cfg" 0 "$work/plain" --rank-init || bad "run without [selsync] failed"
+run "$work/init.cfg" 1 "$work/init" --rank-init || bad "bsp run from different random weights failed"
+[ "$(cat "$work"/plain.*.loaded | sort -u | wc -l)" -eq "$np" ] && ok \
+    || bad "--rank-init did not give every rank different weights (the check below cannot fail)"
+[ "$(cat "$work"/init.*.loaded | sort -u | wc -l)" -eq 1 ] && cmp -s "$work/init.0.loaded" "$work/plain.0.loaded" \
+    && ok || bad "after loading, the ranks do not all hold rank 0's weights"
+# bsp averages gradients: from different weights the ranks would stay apart
+same_hashes "$work/init" 0 && ok || bad "parameters differ after the first bsp step"
 
 [ "$fail" -gt 0 ] && tail -20 "$work/log"
 echo "$pass passed, $fail failed"

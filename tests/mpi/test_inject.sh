@@ -3,7 +3,8 @@
 # Data injection through the Darknet adapter under a real mpirun: for
 # (alpha, beta) = (0.5, 0.5) and (0.75, 0.75), every rank's batch is full and
 # holds exactly the rows the chosen senders loaded first, with their
-# classes (checked in inject_check.c), and all ranks saw the same senders.
+# classes (checked in inject_check.c), all ranks saw the same senders, and
+# the ranks' injected bytes of every step are those the README's sizes give.
 set -u
 prog=$1 np=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
@@ -26,8 +27,18 @@ for ab in 0.5 0.75; do
         [ "$(cut -d: -f2 "$work/a$ab.0.senders" | sort -u | wc -l)" -gt 1 ] && pass=$((pass + 1)) \
             || { echo "FAIL alpha=beta=$ab: the same senders every step"; fail=$((fail + 1)); }
     fi
-    awk -F'\t' '!/^#/ && $1 != "step" { s += $11 } END { exit !(s > 0) }' "$work/a$ab.0.tsv" \
-        && pass=$((pass + 1)) || { echo "FAIL alpha=beta=$ab: no injection bytes in the metrics"; fail=$((fail + 1)); }
+    # the README's sizes: k = round(alpha N) senders of s = floor((b - b') / k)
+    # rows, b' = round(b / (1 + beta k)); a row is 3 inputs and 4 classes;
+    # a broadcast counts N - 1 copies (comm_mpi.h: a binomial tree), so the
+    # ranks' inject_bytes of every step add up to k (N - 1) s 7 4
+    want=$(awk -v n="$np" -v a="$ab" 'BEGIN { k = int(a * n + 0.5); own = int(16 / (1 + a * k) + 0.5)
+                                             print k * (n - 1) * int((16 - own) / k) * 7 * 4 }')
+    got=$(cat "$work"/a$ab.*.tsv | awk -F'\t' '/^#/ || $1 == "step" { next } { s[$1] += $11 }
+                                                END { for (t in s) print s[t] }' | sort -u | tr '\n' ' ')
+    steps=$(cat "$work"/a$ab.*.tsv | awk -F'\t' '/^#/ || $1 == "step" { next } { print $1 }' | sort -u | wc -l)
+    [ "$got" = "$want " ] && [ "$steps" -eq 30 ] && pass=$((pass + 1)) \
+        || { echo "FAIL alpha=beta=$ab: injected bytes per step '$got' over $steps steps, expected $want over 30"; fail=$((fail + 1)); }
+    echo "alpha=beta=$ab on $np ranks: $want injected bytes per step (all ranks)"
     grep -q "^# partition label rank 0:" "$work/a$ab.0.tsv" && pass=$((pass + 1)) \
         || { echo "FAIL alpha=beta=$ab: no partition note in the metrics"; fail=$((fail + 1)); }
 done

@@ -9,6 +9,10 @@
  *                      nothing; rank r trains the data of part r - 1
  *   --slow-rank R --slow-ms MS   rank R sleeps MS milliseconds every step
  *   --chunk-bytes N    the MPI transport's bytes per call (pieces)
+ *   --rank-init        Darknet's random initial weights seeded with the rank
+ *                      (1 + rank), so that every rank builds different ones
+ *   --nan-rank R --nan-step S   one input of rank R's step S (counted from
+ *                      0 in this process) is NaN: its loss and gradient too
  *
  * Trains the network of CFG through the darknet executable's plugin path
  * (darknet_plugin_init, load_network, the event hook) on deterministic
@@ -18,9 +22,13 @@
  * uninterrupted one saw), so one process with batch W*b sees exactly the
  * union of the ranks' batches.
  * Writes OUT_PREFIX.RANK.hashes: "step hash" of all parameters after each
- * step, for comparisons across ranks, and OUT_PREFIX.RANK.pid. Rank and
- * size come from the launcher environment (1 process without one). */
+ * step, for comparisons across ranks, OUT_PREFIX.RANK.loaded: "loaded hash"
+ * right after load_network (after the plugin's NETWORK_LOADED), and
+ * OUT_PREFIX.RANK.pid. With --nan-rank, OUT_PREFIX.RANK.hashes gets a third
+ * column: the number of parameters that are not finite. Rank and size come
+ * from the launcher environment (1 process without one). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,9 +49,11 @@ static int env_int(const char *name, int def)
 }
 
 /* FNV-1a over the bytes of the parameters of the convolutional and
- * connected layers (weights, biases, BN scales and running statistics). */
-static uint64_t hash_params(const network *net)
+ * connected layers (weights, biases, BN scales and running statistics);
+ * *nonfinite (may be NULL) receives how many of them are NaN or infinite. */
+static uint64_t hash_params(const network *net, size_t *nonfinite)
 {
+    if (nonfinite) *nonfinite = 0;
     uint64_t h = 1469598103934665603ULL;
     for (int i = 0; i < net->n; ++i) {
         const layer *l = &net->layers[i];
@@ -55,7 +65,9 @@ static uint64_t hash_params(const network *net)
         for (int k = 0; k < 5; ++k) {
             if (!arrays[k]) continue;
             const unsigned char *p = (const unsigned char *)arrays[k];
-            size_t bytes = (k == 0 ? nw : nb) * sizeof(float);
+            size_t count = k == 0 ? nw : nb, bytes = count * sizeof(float);
+            if (nonfinite)
+                for (size_t j = 0; j < count; ++j) *nonfinite += !isfinite(arrays[k][j]);
             for (size_t j = 0; j < bytes; ++j) h = (h ^ p[j]) * 1099511628211ULL;
         }
     }
@@ -74,20 +86,33 @@ static void fill_sample(float *x, int inputs, float *y, int classes, int t, int 
     y[(t + s) % classes] = 1;
 }
 
+/* One line of the hashes file: label and hash, with count_bad also the
+ * number of parameters that are not finite. */
+static void write_hash(FILE *out, const char *label, const network *net, int count_bad)
+{
+    size_t bad;
+    uint64_t h = hash_params(net, &bad);
+    if (count_bad) fprintf(out, "%s %016llx %zu\n", label, (unsigned long long)h, bad);
+    else fprintf(out, "%s %016llx\n", label, (unsigned long long)h);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 4) {
         fprintf(stderr, "usage: %s CFG STEPS OUT_PREFIX [--init F] [--save F] "
                         "[--spike-rank R --spike-step S] [--ssp] [--slow-rank R --slow-ms MS] "
-                        "[--chunk-bytes N] [--resume F] [--begin]\n", argv[0]);
+                        "[--chunk-bytes N] [--resume F] [--begin] [--rank-init] "
+                        "[--nan-rank R --nan-step S]\n", argv[0]);
         return 2;
     }
     if (darknet_plugin_init(&argc, &argv)) return 1;
     const char *init = NULL, *save = NULL;
     int spike_rank = -1, spike_step = -1, ssp = 0, slow_rank = -1, slow_ms = 0, begin = 0, clear = 1;
+    int rank_init = 0, nan_rank = -1, nan_step = -1;
     for (int i = 4; i < argc; i += 2) {
         if (!strcmp(argv[i], "--ssp")) { ssp = 1; i--; continue; }
         if (!strcmp(argv[i], "--begin")) { begin = 1; i--; continue; }
+        if (!strcmp(argv[i], "--rank-init")) { rank_init = 1; i--; continue; }
         if (i + 1 >= argc) break;
         if (!strcmp(argv[i], "--init")) init = argv[i + 1];
         else if (!strcmp(argv[i], "--resume")) init = argv[i + 1], clear = 0;
@@ -96,6 +121,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--spike-step")) spike_step = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--slow-rank")) slow_rank = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--slow-ms")) slow_ms = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--nan-rank")) nan_rank = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--nan-step")) nan_step = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--chunk-bytes")) selsync_mpi_set_chunk_bytes((size_t)atol(argv[i + 1]));
     }
     int rank = env_int("OMPI_COMM_WORLD_RANK", 0);
@@ -104,9 +131,17 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s.%d.pid", argv[3], rank);
     FILE *pid = fopen(path, "w");
     if (pid) fprintf(pid, "%ld\n", (long)getpid()), fclose(pid);
-    srand(1);
+    srand(rank_init ? 1 + (unsigned)rank : 1);
     network *net = load_network(argv[1], (char *)init, clear);
     net->train = 1;
+    snprintf(path, sizeof path, "%s.%d.loaded", argv[3], rank);
+    FILE *loaded = fopen(path, "w");
+    if (!loaded) {
+        perror(path);
+        return 1;
+    }
+    fprintf(loaded, "loaded %016llx\n", (unsigned long long)hash_params(net, NULL));
+    fclose(loaded);
     int part = ssp ? rank - 1 : rank, t0 = (int)get_current_batch(net);
     if (ssp || begin) {
         train_plan plan = {NULL, 0, 1, net->batch, NULL, 0, NULL};
@@ -130,13 +165,17 @@ int main(int argc, char **argv)
             if (rank == spike_rank && t == spike_step)
                 for (int j = 0; j < net->inputs; ++j) d.X.vals[i][j] *= 50;
         }
+        if (rank == nan_rank && t - t0 == nan_step) d.X.vals[0][0] = NAN;
         train_network(net, d);
-        fprintf(out, "%d %016llx\n", t, (unsigned long long)hash_params(net));
+        char label[32];
+        snprintf(label, sizeof label, "%d", t);
+        write_hash(out, label, net, nan_rank >= 0);
     }
     if (net->hook) net->hook(net, TRAIN_END, NULL, net->hook_user);
-    fprintf(out, "final %016llx\n", (unsigned long long)hash_params(net));
+    write_hash(out, "final", net, nan_rank >= 0);
     fclose(out);
     if (save) save_weights(net, (char *)save);
     free_data(d);
+    free_network(net);
     return darknet_plugin_fini(0);
 }
