@@ -1,7 +1,8 @@
 #!/bin/sh
 # Usage: apply-patches.sh TREE [PATCH_DIR]
-# Applies every patch named in PATCH_DIR/series, in order, to TREE. Each patch
-# is first tried with --dry-run, so a patch that does not apply changes
+# Applies every patch named in PATCH_DIR/series, in order, to TREE; lines
+# whose first non-blank character is '#', and blank lines, are skipped. Each
+# patch is first tried with --dry-run, so a patch that does not apply changes
 # nothing; the failing patch and patch(1)'s report of its hunks are printed.
 set -eu
 

@@ -421,6 +421,12 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     return 0;
 }
 
+/* The events on_event handles. */
+#define HANDLED_EVENTS (NETWORK_EVENT_BIT(NETWORK_LOADED) | NETWORK_EVENT_BIT(TRAIN_BEGIN) | \
+    NETWORK_EVENT_BIT(BATCH_REQUESTED) | NETWORK_EVENT_BIT(BATCH_LOADED) | NETWORK_EVENT_BIT(BEFORE_UPDATE) | \
+    NETWORK_EVENT_BIT(AFTER_UPDATE) | NETWORK_EVENT_BIT(ITERATION_PRINTED) | NETWORK_EVENT_BIT(TRAIN_END) | \
+    NETWORK_EVENT_BIT(BEFORE_SAVE))
+
 /* --- the [selsync] section --------------------------------------------------- */
 
 static attachment *find_attachment(adapter *ad, const network *net)
@@ -464,7 +470,8 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     a->net = net;
     selsync_host host = {a, score_model, save_checkpoint_model};
     if (st == SELSYNC_OK) st = selsync_session_create(&a->cfg, &ad->comm, &host, &a->session, err, sizeof err);
-    if (st == SELSYNC_OK && darknet_map_network(net, &a->tensors, &a->n_tensors)) {
+    if (st == SELSYNC_OK && (darknet_map_network(net, &a->tensors, &a->n_tensors) ||
+                             add_network_hook(net, on_event, a, HANDLED_EVENTS))) {
         snprintf(err, sizeof err, "out of memory");
         st = SELSYNC_ENOMEM;
     }
@@ -477,8 +484,6 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     }
     a->next = ad->attached;
     ad->attached = a;
-    net->hook = on_event;
-    net->hook_user = a;
     if (ad->rank == 0) {
         char text[512];
         selsync_config_describe(&a->cfg, ad->world, text, sizeof text);
@@ -488,6 +493,9 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
 }
 
 /* --- entry points -------------------------------------------------------------- */
+
+/* Darknet's main starts this plugin only if it has the same version. */
+const int darknet_plugin_api_version = DARKNET_PLUGIN_API_VERSION;
 
 int darknet_plugin_init(int *argc, char ***argv)
 {

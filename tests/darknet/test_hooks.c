@@ -1,8 +1,10 @@
-/* The network event hook of the patch series: update_network reports
+/* The network event hooks of the patch series: update_network reports
  * BEFORE_UPDATE with the batch's gradients accumulated and the parameters
  * not yet changed, then AFTER_UPDATE with the parameters updated, once per
  * effective batch (every `subdivisions` calls of train_network_datum);
- * load_network reports NETWORK_LOADED; BEFORE_SAVE can veto a save. */
+ * BEFORE_SAVE can veto a save. Hooks added with add_network_hook run in the
+ * order they were added, each for the events of its mask only, and a veto
+ * from any of them skips the save. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,6 +65,8 @@ static int hook(network *net, network_event event, void *arg, void *user)
     return 0;
 }
 
+#define UPDATES (NETWORK_EVENT_BIT(BEFORE_UPDATE) | NETWORK_EVENT_BIT(AFTER_UPDATE))
+
 static network *tiny_network(void)
 {
     char path[] = "/tmp/selsync-hooks-XXXXXX";
@@ -88,8 +92,7 @@ static void test_hooks_run_once_per_effective_batch(void **state)
     (void)state;
     network *net = tiny_network();
     record r = {.order_ok = 1};
-    net->hook = hook;
-    net->hook_user = &r;
+    assert_int_equal(add_network_hook(net, hook, &r, UPDATES), 0);
     net->train = 1;
     for (int step = 0; step < 6; ++step) {
         fill_batch(net, step);
@@ -113,8 +116,7 @@ static void test_no_hooks_is_stock_behaviour(void **state)
     /* same weights in both, then one trains with hooks that do nothing */
     for (int i = 0; i < a->layers[0].nweights; ++i) b->layers[0].weights[i] = a->layers[0].weights[i];
     for (int i = 0; i < a->layers[1].nweights; ++i) b->layers[1].weights[i] = a->layers[1].weights[i];
-    b->hook = hook;
-    b->hook_user = &r;
+    assert_int_equal(add_network_hook(b, hook, &r, UPDATES), 0);
     a->train = b->train = 1;
     for (int step = 0; step < 4; ++step) {
         fill_batch(a, step);
@@ -129,31 +131,98 @@ static void test_no_hooks_is_stock_behaviour(void **state)
     free_network(b);
 }
 
-static int veto_saves(network *net, network_event event, void *arg, void *user)
+/* The calls hooks received, in order: "name:event". */
+typedef struct call_log {
+    char text[512];
+} call_log;
+
+typedef struct named_hook {
+    const char *name;
+    call_log *log;
+    const char *veto;  /* BEFORE_SAVE: vetoes file names containing this */
+} named_hook;
+
+static int log_call(network *net, network_event event, void *arg, void *user)
 {
+    named_hook *h = user;
     (void)net;
-    if (event == BEFORE_SAVE) {
-        ++*(int *)user;
-        return strstr((const char *)arg, "veto") != NULL;
-    }
-    return 0;
+    char entry[32];
+    snprintf(entry, sizeof entry, "%s:%d ", h->name, (int)event);
+    strcat(h->log->text, entry);
+    return event == BEFORE_SAVE && h->veto && strstr((const char *)arg, h->veto) != NULL;
 }
 
-static void test_before_save_can_skip_a_save(void **state)
+static void test_hooks_run_in_order_for_their_events(void **state)
 {
     (void)state;
     network *net = tiny_network();
-    int calls = 0;
-    net->hook = veto_saves;
-    net->hook_user = &calls;
-    char kept[] = "/tmp/selsync-hooks-kept.weights", vetoed[] = "/tmp/selsync-hooks-veto.weights";
+    call_log log = {""};
+    named_hook a = {"a", &log, NULL}, b = {"b", &log, NULL};
+    assert_int_equal(add_network_hook(net, log_call, &a, UPDATES), 0);
+    assert_int_equal(add_network_hook(net, log_call, &b, NETWORK_EVENT_BIT(AFTER_UPDATE) |
+                                                         NETWORK_EVENT_BIT(TRAIN_END)), 0);
+    net->train = 1;
+    for (int step = 0; step < 2; ++step) { /* subdivisions=2: one update */
+        fill_batch(net, step);
+        train_network_datum(net);
+    }
+    train_plan plan = {0};
+    assert_int_equal(report_network_event(net, TRAIN_BEGIN, &plan), 0); /* in no mask */
+    assert_int_equal(report_network_event(net, TRAIN_END, NULL), 0);
+    char expected[128];
+    snprintf(expected, sizeof expected, "a:%d a:%d b:%d b:%d ", BEFORE_UPDATE, AFTER_UPDATE, AFTER_UPDATE,
+             TRAIN_END);
+    assert_string_equal(log.text, expected);
+    free_network(net);
+}
+
+static void test_a_hook_set_directly_stays_first(void **state)
+{
+    (void)state;
+    network *net = tiny_network();
+    call_log log = {""};
+    named_hook first = {"first", &log, NULL}, added = {"added", &log, NULL};
+    net->hook = log_call;
+    net->hook_user = &first;
+    assert_int_equal(add_network_hook(net, log_call, &added, NETWORK_EVENT_BIT(TRAIN_END)), 0);
+    report_network_event(net, TRAIN_BEGIN, NULL);
+    report_network_event(net, TRAIN_END, NULL);
+    char expected[128];
+    snprintf(expected, sizeof expected, "first:%d first:%d added:%d ", TRAIN_BEGIN, TRAIN_END, TRAIN_END);
+    assert_string_equal(log.text, expected);
+    free_network(net);
+}
+
+static int exists(const char *path)
+{
+    return access(path, F_OK) == 0;
+}
+
+static void test_a_veto_from_any_hook_skips_the_save(void **state)
+{
+    (void)state;
+    network *net = tiny_network();
+    call_log log = {""};
+    named_hook a = {"a", &log, "-by-a"}, b = {"b", &log, "-by-b"};
+    named_hook deaf = {"deaf", &log, "selsync-hooks"}; /* would veto every save, but does not listen */
+    assert_int_equal(add_network_hook(net, log_call, &a, NETWORK_EVENT_BIT(BEFORE_SAVE)), 0);
+    assert_int_equal(add_network_hook(net, log_call, &deaf, UPDATES), 0);
+    assert_int_equal(add_network_hook(net, log_call, &b, NETWORK_EVENT_BIT(BEFORE_SAVE)), 0);
+    char kept[] = "/tmp/selsync-hooks-kept.weights";
+    char by_a[] = "/tmp/selsync-hooks-by-a.weights", by_b[] = "/tmp/selsync-hooks-by-b.weights";
     unlink(kept);
-    unlink(vetoed);
+    unlink(by_a);
+    unlink(by_b);
     save_weights(net, kept);
-    save_weights(net, vetoed);
-    assert_int_equal(calls, 2);
-    assert_int_equal(access(kept, F_OK), 0);
-    assert_int_not_equal(access(vetoed, F_OK), 0);
+    save_weights(net, by_a);
+    save_weights(net, by_b);
+    assert_true(exists(kept));
+    assert_false(exists(by_a));
+    assert_false(exists(by_b));
+    char expected[128]; /* both hooks see every save, the vetoed ones too */
+    snprintf(expected, sizeof expected, "a:%d b:%d a:%d b:%d a:%d b:%d ", BEFORE_SAVE, BEFORE_SAVE, BEFORE_SAVE,
+             BEFORE_SAVE, BEFORE_SAVE, BEFORE_SAVE);
+    assert_string_equal(log.text, expected);
     unlink(kept);
     free_network(net);
 }
@@ -163,7 +232,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hooks_run_once_per_effective_batch),
         cmocka_unit_test(test_no_hooks_is_stock_behaviour),
-        cmocka_unit_test(test_before_save_can_skip_a_save),
+        cmocka_unit_test(test_hooks_run_in_order_for_their_events),
+        cmocka_unit_test(test_a_hook_set_directly_stays_first),
+        cmocka_unit_test(test_a_veto_from_any_hook_skips_the_save),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

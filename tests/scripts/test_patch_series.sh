@@ -3,7 +3,9 @@
 # The patch series applies cleanly to a fresh copy of Debian's pristine
 # tarball, the tree builds with Darknet's own Makefile after every patch,
 # and a patch that does not apply is reported by name without changing the
-# tree.
+# tree. Every patch has a DEP-3 header; the series file's comment and blank
+# lines are skipped. A plugin built for another plugin interface version
+# (patch 0005) is refused before any of its code runs.
 set -u
 src=$1 cache=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
@@ -11,18 +13,69 @@ pass=0 fail=0
 ok() { pass=$((pass + 1)); }
 bad() { echo "FAIL $*"; fail=$((fail + 1)); }
 
+# The patch names in series: its lines without comments and blank lines.
+names() { sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' -e '/^#/d' -e '/^$/d' "$src/patches/series"; }
+
+# DEP-3: each patch says what it does, who wrote it, whether it went
+# upstream and when its header last changed.
+for name in $(names); do
+    missing=
+    for field in Description Author Forwarded Last-Update; do
+        sed '/^---/q' "$src/patches/$name" | grep -q "^$field: ." || missing="$missing $field"
+    done
+    [ -z "$missing" ] && ok || bad "$name: no DEP-3$missing"
+done
+
 sh "$src/scripts/fetch-darknet.sh" "$work/pristine" "$cache" >/dev/null || { echo "FAIL fetch"; exit 1; }
 
 # One patch at a time: each applies and leaves a tree that builds.
 cp -a "$work/pristine" "$work/tree"
 mkdir -p "$work/one"
-grep -v '^#' "$src/patches/series" | grep . | while read -r name; do
+names | while read -r name; do
     printf '%s\n' "$name" >"$work/one/series"
     cp "$src/patches/$name" "$work/one/"
     sh "$src/scripts/apply-patches.sh" "$work/tree" "$work/one" >/dev/null || { echo "FAIL $name does not apply"; exit 1; }
     make -C "$work/tree" -j2 >"$work/build.log" 2>&1 || { echo "FAIL tree does not build after $name"; tail -5 "$work/build.log"; exit 1; }
     echo "built after $name"
 done && ok || bad "series, patch by patch"
+
+# Plugin interface versions: the tree's darknet linked with a plugin that
+# states this Darknet's version, another one, or none. Only the first runs;
+# the others stop with a message before the plugin's init.
+cat >"$work/plugin.c" <<'PLUGIN'
+#include <stdio.h>
+#include <string.h>
+#include "darknet.h"
+#ifdef VERSION
+const int darknet_plugin_api_version = VERSION;
+#endif
+int darknet_plugin_init(int *argc, char ***argv) { (void)argc, (void)argv; puts("init ran"); return 0; }
+int darknet_plugin_command(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "plugin-ping") != 0) return -1;
+    puts("pong");
+    return 0;
+}
+PLUGIN
+objs=$(sed -n 's/^EXECOBJA=//p' "$work/tree/Makefile" | tr ' ' '\n' | sed -n "s|^\(.*\.o\)$|$work/tree/obj/\1|p")
+plugin_run() { # [VERSION_FLAG]: links a darknet with the plugin, runs `darknet plugin-ping`
+    cc -I"$work/tree/include" "$@" -o "$work/plugin-darknet" "$work/plugin.c" $objs "$work/tree/libdarknet.a" \
+        -lm -pthread >"$work/plugin.out" 2>&1 || return 99
+    "$work/plugin-darknet" plugin-ping >"$work/plugin.out" 2>&1
+}
+plugin_run -DVERSION=DARKNET_PLUGIN_API_VERSION
+[ $? -eq 0 ] && grep -q '^init ran$' "$work/plugin.out" && grep -q '^pong$' "$work/plugin.out" \
+    && ok || { bad "a plugin of this version does not run"; cat "$work/plugin.out"; }
+plugin_run '-DVERSION=(DARKNET_PLUGIN_API_VERSION+1)'
+rc=$?
+[ $rc -eq 1 ] && ! grep -q 'init ran\|pong' "$work/plugin.out" \
+    && grep -q 'built for plugin interface version [0-9]*, this Darknet.s is version [0-9]*' "$work/plugin.out" \
+    && ok || { bad "a plugin of another version was not refused (exit $rc)"; cat "$work/plugin.out"; }
+plugin_run
+rc=$?
+[ $rc -eq 1 ] && ! grep -q 'init ran\|pong' "$work/plugin.out" \
+    && grep -q 'does not define darknet_plugin_api_version' "$work/plugin.out" \
+    && ok || { bad "a plugin without a version was not refused (exit $rc)"; cat "$work/plugin.out"; }
 
 # The whole series at once matches the patch-by-patch result.
 cp -a "$work/pristine" "$work/whole"
@@ -32,7 +85,7 @@ diff -r -q -x obj -x backup -x results "$work/whole" "$work/tree" >/dev/null && 
 
 # Applying twice fails on the first patch, naming it, and changes nothing.
 cp -a "$work/whole" "$work/twice"
-first=$(grep -v '^#' "$src/patches/series" | grep . | head -n 1)
+first=$(names | head -n 1)
 if sh "$src/scripts/apply-patches.sh" "$work/twice" "$src/patches" 2>"$work/twice.err"; then
     bad "applying the series twice succeeded"
 else
@@ -45,6 +98,13 @@ fi
 mkdir -p "$work/broken" && printf 'no-such.patch\n' >"$work/broken/series"
 sh "$src/scripts/apply-patches.sh" "$work/pristine" "$work/broken" 2>"$work/broken.err" \
     && bad "missing patch accepted" || { grep -qF "no-such.patch" "$work/broken.err" && ok || bad "missing patch not named"; }
+
+# Comment lines, indented ones too, and blank lines in series are skipped.
+mkdir -p "$work/comments" && cp "$src/patches/$first" "$work/comments/"
+printf '# a group\n\n   # indented\n\t\n%s\n' "$first" >"$work/comments/series"
+cp -a "$work/pristine" "$work/commented"
+sh "$src/scripts/apply-patches.sh" "$work/commented" "$work/comments" >"$work/comments.out" 2>&1 \
+    && grep -q 'applied 1 patches' "$work/comments.out" && ok || { bad "comments in series not skipped"; cat "$work/comments.out"; }
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
