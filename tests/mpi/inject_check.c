@@ -46,10 +46,10 @@ int main(int argc, char **argv)
         paths[i] = names[i];
     }
     train_plan plan = {paths, 64, 4, batch, labels, CLASSES, NULL};
-    net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
+    report_network_event(net, TRAIN_BEGIN, &plan);
     int own_load = plan.images; /* b': what a rank that does not send loads */
     int load = batch, next = batch;
-    net->hook(net, BATCH_REQUESTED, &load, net->hook_user); /* step 0's load */
+    report_network_event(net, BATCH_REQUESTED, &load); /* step 0's load */
 
     char path[1024];
     snprintf(path, sizeof path, "%s.%d.senders", argv[3], rank);
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
     int bad = 0;
     for (int t = 0; t < steps; ++t, load = next) {
         next = batch;
-        net->hook(net, BATCH_REQUESTED, &next, net->hook_user); /* step t+1's load */
+        report_network_event(net, BATCH_REQUESTED, &next); /* step t+1's load */
         data d = {0};
         d.X = make_matrix(load, 3);
         d.y = make_matrix(load, CLASSES);
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
             d.X.vals[i][0] = (float)rank, d.X.vals[i][1] = (float)t, d.X.vals[i][2] = (float)i;
             d.y.vals[i][(rank + i) % CLASSES] = 1;
         }
-        net->hook(net, BATCH_LOADED, &d, net->hook_user);
+        report_network_event(net, BATCH_LOADED, &d);
         const char *why = NULL;
         int own = 0;
         while (own < d.X.rows && (int)d.X.vals[own][0] == rank) ++own;
@@ -104,5 +104,6 @@ int main(int argc, char **argv)
         free_data(d);
     }
     fclose(out);
+    free_network(net);
     return darknet_plugin_fini(bad ? 1 : 0);
 }

@@ -145,7 +145,7 @@ int main(int argc, char **argv)
     int part = ssp ? rank - 1 : rank, t0 = (int)get_current_batch(net);
     if (ssp || begin) {
         train_plan plan = {NULL, 0, 1, net->batch, NULL, 0, NULL};
-        if (net->hook) net->hook(net, TRAIN_BEGIN, &plan, net->hook_user);
+        report_network_event(net, TRAIN_BEGIN, &plan);
         if (ssp && get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
     }
     snprintf(path, sizeof path, "%s.%d.hashes", argv[3], rank);
@@ -171,7 +171,7 @@ int main(int argc, char **argv)
         snprintf(label, sizeof label, "%d", t);
         write_hash(out, label, net, nan_rank >= 0);
     }
-    if (net->hook) net->hook(net, TRAIN_END, NULL, net->hook_user);
+    report_network_event(net, TRAIN_END, NULL);
     write_hash(out, "final", net, nan_rank >= 0);
     fclose(out);
     if (save) save_weights(net, (char *)save);
