@@ -14,16 +14,22 @@
 #   emulated-cluster.sh stats NAME              bytes each host sent and received on its link
 #   emulated-cluster.sh down NAME               end what runs in NAME's hosts and remove them
 #   emulated-cluster.sh agent HOST COMMAND...   (the rsh agent mpirun calls)
-# NAME: 1-8 letters or digits. Callers remove the cluster with `down`, also
-# when they fail or are interrupted; `down` of a missing cluster does nothing.
+# NAME: 1-8 letters or digits. `up` exits 3 when a cluster of that name
+# exists (a caller may pick another name). Callers remove the cluster with
+# `down`, also when they fail or are interrupted; `down` of a missing
+# cluster does nothing.
+#
+# Temporary files: every `mpirun` gets a folder of its own,
+# $TMPDIR/emulated-cluster.NAME.XXXXXX, with a TMPDIR per host in it (hN,
+# where Open MPI keeps its session files, as on separate machines; jobs
+# never share them: a job that ends removes its session folders while
+# another may be creating its own). The folder goes when the job ends,
+# also on SIGINT, SIGTERM or SIGHUP; `up` and `down` remove what a killed
+# job of a cluster of that name left.
 set -eu
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 subnet=10.231.0
-# a private temporary folder per host (Open MPI keeps its session files there,
-# as on separate machines; the hosts share one file system otherwise)
-# (mpirun passes the base on to the agent, which gets a TMPDIR of its own)
-tmp_base=${EMULATED_CLUSTER_TMP:-${TMPDIR:-/tmp}}
-tmp_of() { echo "$tmp_base/emulated-cluster.$1"; }
+tmp_base=${TMPDIR:-/tmp}
 die() { echo "emulated-cluster: $*" >&2; exit 1; }
 
 check_name() {
@@ -38,6 +44,23 @@ hosts_of() {
         | sort -n | cut -d ' ' -f 2
 }
 
+has_ns() { ip netns list 2>/dev/null | grep -q "^$1\( \|$\)"; }
+
+# the temporary folders of NAME's jobs (none when the glob matches nothing)
+remove_job_folders() { rm -rf "$tmp_base/emulated-cluster.$1".*; }
+
+# ends every process in namespace $1: SIGTERM, and SIGKILL to what is left
+# 5 s later
+end_processes() {
+    for sig in TERM KILL; do
+        pids=$(ip netns pids "$1" 2>/dev/null || true)
+        [ -n "$pids" ] || return 0
+        kill -s "$sig" $pids 2>/dev/null || true
+        i=0
+        while [ -n "$(ip netns pids "$1" 2>/dev/null || true)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    done
+}
+
 # shape DEV in namespace NS to the rate (both links of a host are shaped:
 # its eth0 limits what it sends, its bridge port what it receives)
 shape() {
@@ -50,17 +73,20 @@ up() {
     check_name "$name"
     case $n in '' | *[!0-9]*) die "HOSTS must be a number, got '$n'" ;; esac
     [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "HOSTS must be 1..200, got $n"
-    [ -z "$(hosts_of "$name")" ] || die "a cluster named $name exists already (remove it: $0 down $name)"
     sw=$name-sw
-    mkdir -p "$(tmp_of "$name")"
-    ip netns add "$sw" || die "cannot create network namespaces here (root and CAP_SYS_ADMIN needed)"
+    exists() { echo "emulated-cluster: a cluster named $name exists already (remove it: $0 down $name)" >&2; exit 3; }
+    [ -z "$(hosts_of "$name")" ] || exists
+    if ! ip netns add "$sw" 2>/dev/null; then
+        ! has_ns "$sw" || exists
+        die "cannot create network namespaces here (root and CAP_SYS_ADMIN needed)"
+    fi
+    remove_job_folders "$name" # of a killed job of an earlier cluster of this name
     ip -n "$sw" link add br0 type bridge
     ip -n "$sw" link set br0 up
     i=0
     while [ "$i" -lt "$n" ]; do
         h=$name-h$i
         ip netns add "$h"
-        mkdir -p "$(tmp_of "$name")/$h"
         ip -n "$h" link set lo up
         ip link add eth0 netns "$h" type veth peer name "p$i" netns "$sw"
         ip -n "$sw" link set "p$i" master br0
@@ -76,27 +102,37 @@ up() {
 down() {
     check_name "$1"
     for ns in $(hosts_of "$1") "$1-sw"; do
-        ip netns list | grep -q "^$ns\( \|$\)" || continue
-        # whatever still runs in a host (a daemon of an interrupted job)
-        pids=$(ip netns pids "$ns" 2>/dev/null || true)
-        [ -z "$pids" ] || kill $pids 2>/dev/null || true
+        has_ns "$ns" || continue
+        end_processes "$ns" # a daemon of an interrupted job
         ip netns del "$ns"
     done
-    rm -rf "$(tmp_of "$1")"
+    remove_job_folders "$1"
 }
 
 run_mpirun() {
     name=$1; shift
     check_name "$name"
+    hosts=$(hosts_of "$name")
+    [ -n "$hosts" ] || die "no cluster named $name (create it: $0 up $name HOSTS RATE)"
+    job=$(mktemp -d "$tmp_base/emulated-cluster.$name.XXXXXX") || die "cannot create a folder in $tmp_base"
+    trap 'rm -rf "$job"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
     list=""
-    for h in $(hosts_of "$name"); do list="${list:+$list,}$h:1"; done
-    [ -n "$list" ] || die "no cluster named $name (create it: $0 up $name HOSTS RATE)"
+    for h in $hosts; do
+        list="${list:+$list,}$h:1"
+        mkdir "$job/${h##*-}"
+    done
     # pml ob1 + btl tcp: no UCX or shared-memory path may bypass the links
-    exec ip netns exec "$name-h0" env EMULATED_CLUSTER_TMP="$tmp_base" TMPDIR="$(tmp_of "$name")/$name-h0" \
+    # (the agent finds the job's folder in the environment mpirun passes on)
+    set +e
+    ip netns exec "$name-h0" env EMULATED_CLUSTER_JOB="$job" TMPDIR="$job/h0" \
         mpirun -H "$list" \
         --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
         --mca pml ob1 --mca btl tcp,self --mca osc ^ucx \
         --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@"
+    exit $?
 }
 
 stats() {
@@ -112,6 +148,8 @@ check() {
     [ "$(id -u)" -eq 0 ] || { echo "network namespaces need root" >&2; return 1; }
     command -v ip >/dev/null || { echo "the ip command (iproute2) is missing" >&2; return 1; }
     probe=sscheck$$
+    ip netns del "$probe" 2>/dev/null || true # left by a killed check that had this process id
+    trap 'ip netns del "$probe" 2>/dev/null; exit 1' INT TERM HUP
     ip netns add "$probe" 2>/dev/null || { echo "network namespaces are not permitted here" >&2; return 1; }
     ok=0
     ip -n "$probe" link add br0 type bridge 2>/dev/null \
@@ -132,6 +170,7 @@ case $cmd in
     stats) [ $# -eq 1 ] || die "usage: $0 stats NAME"; stats "$1" ;;
     agent) [ $# -ge 2 ] || die "usage: $0 agent HOST COMMAND..."
            h=$1; shift
-           exec ip netns exec "$h" env TMPDIR="$(tmp_of "${h%-h*}")/$h" sh -c "$*" ;;
+           [ -n "${EMULATED_CLUSTER_JOB:-}" ] || die "agent: no EMULATED_CLUSTER_JOB (the agent runs under '$0 mpirun')"
+           exec ip netns exec "$h" env TMPDIR="$EMULATED_CLUSTER_JOB/${h##*-}" sh -c "$*" ;;
     *) die "usage: $0 check | up NAME HOSTS RATE | mpirun NAME ARGS... | stats NAME | down NAME" ;;
 esac

@@ -8,8 +8,9 @@ set -u
 shapes=$1 cfgdir=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
 # some cfgs name files relative to Darknet's tree (e.g. data/9k.tree)
+. "$(cd "$(dirname "$0")" && pwd)/../common/checks.sh"
 cd "$cfgdir/.." || exit 1
-fail=0 n=0
+n=0
 
 for cfg in "$cfgdir"/*.cfg; do
     name=$(basename "$cfg" .cfg)
@@ -17,13 +18,12 @@ for cfg in "$cfgdir"/*.cfg; do
     # batch 1 keeps memory small; shapes do not depend on it
     sed -e 's/^batch=.*/batch=1/' -e 's/^subdivisions=.*/subdivisions=1/' "$cfg" >"$base"
     if ! "$shapes" "$base" >"$work/$name.out" 2>"$work/$name.err"; then
-        echo "FAIL $name: does not parse"; sed 's/^/  /' "$work/$name.err" | tail -3
-        fail=$((fail + 1)); continue
+        bad "$name: does not parse"; sed 's/^/  /' "$work/$name.err" | tail -3
+        continue
     fi
     sections=$(grep -c '^\[' "$base")
     layers=$(sed -n 's/^layers \([0-9]*\) .*/\1/p' "$work/$name.out")
-    [ "$layers" -eq $((sections - 1)) ] || {
-        echo "FAIL $name: $layers layers for $sections sections"; fail=$((fail + 1)); }
+    [ "$layers" -eq $((sections - 1)) ] || bad "$name: $layers layers for $sections sections"
 
     # insertion point: just before the section header in the middle
     mid=$(grep -n '^\[' "$base" | sed -n "$(( (sections + 2) / 2 ))p" | cut -d: -f1)
@@ -33,10 +33,9 @@ for cfg in "$cfgdir"/*.cfg; do
         >"$work/$name.middle.cfg"
     for v in append middle; do
         if ! "$shapes" "$work/$name.$v.cfg" >"$work/$name.$v.out" 2>"$work/$name.$v.err"; then
-            echo "FAIL $name ($v): does not parse"; tail -3 "$work/$name.$v.err"; fail=$((fail + 1))
+            bad "$name ($v): does not parse"; tail -3 "$work/$name.$v.err"
         elif ! cmp -s "$work/$name.out" "$work/$name.$v.out"; then
-            echo "FAIL $name ($v): layers differ"; diff "$work/$name.out" "$work/$name.$v.out" | head -5
-            fail=$((fail + 1))
+            bad "$name ($v): layers differ"; diff "$work/$name.out" "$work/$name.$v.out" | head -5
         fi
     done
 
@@ -45,10 +44,10 @@ for cfg in "$cfgdir"/*.cfg; do
     "$shapes" "$work/$name.bogus.cfg" >/dev/null 2>"$work/$name.bogus.err"
     rc=$?
     if [ $rc -ne 1 ]; then
-        echo "FAIL $name (unknown section): exit status $rc, expected 1"; fail=$((fail + 1))
+        bad "$name (unknown section): exit status $rc, expected 1"
     elif ! grep -qF "$work/$name.bogus.cfg:$mid: unknown section [bogus]" "$work/$name.bogus.err"; then
-        echo "FAIL $name (unknown section): message does not name file and line"
-        tail -2 "$work/$name.bogus.err"; fail=$((fail + 1))
+        bad "$name (unknown section): message does not name file and line"
+        tail -2 "$work/$name.bogus.err"
     fi
     n=$((n + 1))
 done

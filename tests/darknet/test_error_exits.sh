@@ -4,7 +4,7 @@
 set -u
 darknet=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
+. "$(dirname "$0")/../common/checks.sh"
 
 # expect_failure NAME PATTERN COMMAND...: COMMAND must exit non-zero without a
 # signal and print PATTERN on stderr.
@@ -13,11 +13,11 @@ expect_failure() {
     "$@" >"$work/$name.out" 2>"$work/$name.err"
     rc=$?
     if [ "$rc" -eq 0 ] || [ "$rc" -gt 128 ]; then
-        echo "FAIL $name: exit status $rc"; fail=$((fail + 1))
+        bad "$name: exit status $rc"
     elif ! grep -qF -- "$pattern" "$work/$name.err"; then
-        echo "FAIL $name: no '$pattern' in stderr"; tail -3 "$work/$name.err"; fail=$((fail + 1))
+        bad "$name: no '$pattern' in stderr"; tail -3 "$work/$name.err"
     else
-        pass=$((pass + 1))
+        ok
     fi
 }
 

@@ -5,16 +5,17 @@
 set -u
 shapes=$1 cfgdir=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
-fail=0 n=0
+. "$(dirname "$0")/../common/checks.sh"
+n=0
 for cfg in "$cfgdir"/*.cfg; do
     name=$(basename "$cfg" .cfg)
     sed -e 's/^batch=.*/batch=1/' "$cfg" >"$work/$name.cfg"
     if ! "$shapes" "$work/$name.cfg" >"$work/$name.out" 2>"$work/$name.err"; then
-        echo "FAIL $name: does not parse"; tail -3 "$work/$name.err"; fail=$((fail + 1)); continue
+        bad "$name: does not parse"; tail -3 "$work/$name.err"; continue
     fi
     want=$(grep '^\[' "$cfg" | grep -cv '^\[net\]\|^\[selsync\]')
     got=$(sed -n 's/^layers \([0-9]*\) .*/\1/p' "$work/$name.out")
-    [ "$got" = "$want" ] || { echo "FAIL $name: $got layers, expected $want"; fail=$((fail + 1)); }
+    [ "$got" = "$want" ] || bad "$name: $got layers, expected $want"
     n=$((n + 1))
 done
 echo "$n cfgs, $fail failed"

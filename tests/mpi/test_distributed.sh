@@ -14,9 +14,7 @@ set -u
 prog=$1 np=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL ($np ranks) $*"; fail=$((fail + 1)); }
+. "$here/../common/checks.sh"
 run() { timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np "$np" "$prog" "$@" >>"$work/log" 2>&1; }
 
 # cfg BATCH BN SELSYNC_LINES: a small conv + connected network
@@ -37,10 +35,10 @@ cfg 4 0 "method=bsp" >"$work/bsp.cfg"
 cfg $((4 * np)) 0 "" >"$work/big.cfg"
 "$prog" "$work/init.cfg" 0 "$work/init" --save "$work/init.weights" >>"$work/log" 2>&1
 run "$work/bsp.cfg" 10 "$work/bsp" --init "$work/init.weights" --save "$work/bsp.weights" \
-    || bad "bsp run failed"
+    || bad "($np ranks) bsp run failed"
 "$prog" "$work/big.cfg" 10 "$work/big" --init "$work/init.weights" --save "$work/big.weights" >>"$work/log" 2>&1
 python3 "$here/compare_weights.py" "$work/bsp.weights" "$work/big.weights" 1e-5 \
-    && ok || bad "bsp on $np ranks differs from one process with batch $((4 * np))"
+    && ok || bad "($np ranks) bsp on $np ranks differs from one process with batch $((4 * np))"
 
 # every rank's hash after STEP ("final" for the end): identical on all ranks?
 same_hashes() { # PREFIX STEP
@@ -61,14 +59,14 @@ cfg 4 1 "method=selsync
 delta=0.3
 window=5
 log=$work/sel.%r.tsv" >"$work/sel.cfg"
-run "$work/sel.cfg" 40 "$work/sel" || bad "selsync run failed"
-decisions_agree "$work/sel" && ok || bad "selsync decisions differ between ranks"
+run "$work/sel.cfg" 40 "$work/sel" || bad "($np ranks) selsync run failed"
+decisions_agree "$work/sel" && ok || bad "($np ranks) selsync decisions differ between ranks"
 nsync=0 nlocal=0 diverged=0
 t=0
 for d in $(cat "$work/sel.d0"); do
     if [ "$d" = sync ]; then
         nsync=$((nsync + 1))
-        same_hashes "$work/sel" $t || bad "parameters differ after synchronised step $t"
+        same_hashes "$work/sel" $t || bad "($np ranks) parameters differ after synchronised step $t"
     else
         nlocal=$((nlocal + 1))
         same_hashes "$work/sel" $t || diverged=$((diverged + 1))
@@ -76,25 +74,25 @@ for d in $(cat "$work/sel.d0"); do
     t=$((t + 1))
 done
 echo "selsync delta=0.3 on $np ranks: $nsync synchronised, $nlocal local steps"
-[ "$nsync" -ge 5 ] && ok || bad "fewer synchronised steps than the warm-up"
-same_hashes "$work/sel" final && ok || bad "parameters differ after the final average"
+[ "$nsync" -ge 5 ] && ok || bad "($np ranks) fewer synchronised steps than the warm-up"
+same_hashes "$work/sel" final && ok || bad "($np ranks) parameters differ after the final average"
 
 # --- delta=0 synchronises every step; a huge delta only during warm-up --------
 cfg 4 1 "delta=0
 window=5
 log=$work/d0.%r.tsv" >"$work/d0.cfg"
-run "$work/d0.cfg" 20 "$work/d0" || bad "delta=0 run failed"
-[ "$(column decision "$work/d0.0.tsv" | grep -c sync)" -eq 20 ] && ok || bad "delta=0 did not sync every step"
-[ "$(column t_agree "$work/d0.1.tsv" | wc -l)" -eq 20 ] && ok || bad "rank 1 metrics incomplete"
+run "$work/d0.cfg" 20 "$work/d0" || bad "($np ranks) delta=0 run failed"
+[ "$(column decision "$work/d0.0.tsv" | grep -c sync)" -eq 20 ] && ok || bad "($np ranks) delta=0 did not sync every step"
+[ "$(column t_agree "$work/d0.1.tsv" | wc -l)" -eq 20 ] && ok || bad "($np ranks) rank 1 metrics incomplete"
 
 cfg 4 1 "delta=1e30
 window=5
 warmup=7
 log=$work/dinf.%r.tsv" >"$work/dinf.cfg"
-run "$work/dinf.cfg" 20 "$work/dinf" || bad "huge delta run failed"
+run "$work/dinf.cfg" 20 "$work/dinf" || bad "($np ranks) huge delta run failed"
 expected=$(printf 'sync\n%.0s' 1 2 3 4 5 6 7; printf 'local\n%.0s' $(seq 8 20))
-[ "$(column decision "$work/dinf.0.tsv")" = "$expected" ] && ok || bad "huge delta: not exactly the 7 warm-up steps synchronised"
-same_hashes "$work/dinf" 15 && bad "local steps did not drift apart (the hash check cannot fail)" || ok
+[ "$(column decision "$work/dinf.0.tsv")" = "$expected" ] && ok || bad "($np ranks) huge delta: not exactly the 7 warm-up steps synchronised"
+same_hashes "$work/dinf" 15 && bad "($np ranks) local steps did not drift apart (the hash check cannot fail)" || ok
 
 # --- one rank's flag alone makes every rank synchronise -----------------------
 # (the spiked inputs may drive the loss to infinity a few steps later:
@@ -104,54 +102,54 @@ cfg 4 0 "delta=20
 window=5
 on_nonfinite=skip
 log=$work/spike.%r.tsv" >"$work/spike.cfg"
-run "$work/spike.cfg" 20 "$work/spike" --spike-rank $spike --spike-step 12 || bad "spike run failed"
-decisions_agree "$work/spike" && ok || bad "spike: decisions differ between ranks"
+run "$work/spike.cfg" 20 "$work/spike" --spike-rank $spike --spike-step 12 || bad "($np ranks) spike run failed"
+decisions_agree "$work/spike" && ok || bad "($np ranks) spike: decisions differ between ranks"
 flags_at_12=$(r=0; while [ $r -lt "$np" ]; do column local_flag "$work/spike.$r.tsv" | sed -n 13p; r=$((r + 1)); done | tr -d '\n')
 want=$(r=0; while [ $r -lt "$np" ]; do [ $r -eq $spike ] && printf 1 || printf 0; r=$((r + 1)); done)
-[ "$flags_at_12" = "$want" ] && ok || bad "spike: local flags at step 12 are $flags_at_12, expected $want"
+[ "$flags_at_12" = "$want" ] && ok || bad "($np ranks) spike: local flags at step 12 are $flags_at_12, expected $want"
 [ "$(sed -n 13p "$work/spike.d0")" = sync ] && [ "$(sed -n 12p "$work/spike.d0")" = local ] \
-    && ok || bad "spike: step 12 not synchronised by the one flag"
-same_hashes "$work/spike" 12 && ok || bad "spike: parameters differ after the synchronised step"
+    && ok || bad "($np ranks) spike: step 12 not synchronised by the one flag"
+same_hashes "$work/spike" 12 && ok || bad "($np ranks) spike: parameters differ after the synchronised step"
 
 # --- local SGD drifts and ends with one average ------------------------------
 cfg 4 1 "method=local
 log=$work/local.%r.tsv" >"$work/local.cfg"
-run "$work/local.cfg" 10 "$work/local" || bad "local run failed"
-[ "$(column decision "$work/local.0.tsv" | grep -c sync)" -eq 0 ] && ok || bad "local synchronised during training"
-same_hashes "$work/local" 9 && bad "local replicas did not drift" || ok
-same_hashes "$work/local" final && ok || bad "local: final average not identical"
+run "$work/local.cfg" 10 "$work/local" || bad "($np ranks) local run failed"
+[ "$(column decision "$work/local.0.tsv" | grep -c sync)" -eq 0 ] && ok || bad "($np ranks) local synchronised during training"
+same_hashes "$work/local" 9 && bad "($np ranks) local replicas did not drift" || ok
+same_hashes "$work/local" final && ok || bad "($np ranks) local: final average not identical"
 
 # --- fedavg every 4 steps -----------------------------------------------------
 cfg 4 1 "method=fedavg
 fedavg_interval=4
 log=$work/fed.%r.tsv" >"$work/fed.cfg"
-run "$work/fed.cfg" 12 "$work/fed" || bad "fedavg run failed"
+run "$work/fed.cfg" 12 "$work/fed" || bad "($np ranks) fedavg run failed"
 [ "$(column decision "$work/fed.0.tsv" | tr '\n' ' ')" = "local local local sync local local local sync local local local sync " ] \
-    && ok || bad "fedavg did not average exactly every 4th step"
-same_hashes "$work/fed" 7 && ok || bad "fedavg: parameters differ after an average"
+    && ok || bad "($np ranks) fedavg did not average exactly every 4th step"
+same_hashes "$work/fed" 7 && ok || bad "($np ranks) fedavg: parameters differ after an average"
 
 # --- per-layer granularity -----------------------------------------------------
 cfg 4 1 "delta=0.3
 window=5
 granularity=layer
 log=$work/layer.%r.tsv" >"$work/layer.cfg"
-run "$work/layer.cfg" 30 "$work/layer" || bad "granularity=layer run failed"
-decisions_agree "$work/layer" && ok || bad "granularity=layer: decisions differ between ranks"
-column layers_synced "$work/layer.0.tsv" | awk '$1 > 2 { exit 1 }' && ok || bad "more layers synchronised than the network has"
+run "$work/layer.cfg" 30 "$work/layer" || bad "($np ranks) granularity=layer run failed"
+decisions_agree "$work/layer" && ok || bad "($np ranks) granularity=layer: decisions differ between ranks"
+column layers_synced "$work/layer.0.tsv" | awk '$1 > 2 { exit 1 }' && ok || bad "($np ranks) more layers synchronised than the network has"
 
 # --- every rank starts from rank 0's weights ------------------------------------
 # --rank-init seeds Darknet's random initialisation with the rank: without
 # [selsync] the ranks' weights differ; with it they are rank 0's, bitwise.
 cfg 4 1 "" >"$work/plain.cfg"
 cfg 4 1 "method=bsp" >"$work/init.cfg"
-run "$work/plain.cfg" 0 "$work/plain" --rank-init || bad "run without [selsync] failed"
-run "$work/init.cfg" 1 "$work/init" --rank-init || bad "bsp run from different random weights failed"
+run "$work/plain.cfg" 0 "$work/plain" --rank-init || bad "($np ranks) run without [selsync] failed"
+run "$work/init.cfg" 1 "$work/init" --rank-init || bad "($np ranks) bsp run from different random weights failed"
 [ "$(cat "$work"/plain.*.loaded | sort -u | wc -l)" -eq "$np" ] && ok \
-    || bad "--rank-init did not give every rank different weights (the check below cannot fail)"
+    || bad "($np ranks) --rank-init did not give every rank different weights (the check below cannot fail)"
 [ "$(cat "$work"/init.*.loaded | sort -u | wc -l)" -eq 1 ] && cmp -s "$work/init.0.loaded" "$work/plain.0.loaded" \
-    && ok || bad "after loading, the ranks do not all hold rank 0's weights"
+    && ok || bad "($np ranks) after loading, the ranks do not all hold rank 0's weights"
 # bsp averages gradients: from different weights the ranks would stay apart
-same_hashes "$work/init" 0 && ok || bad "parameters differ after the first bsp step"
+same_hashes "$work/init" 0 && ok || bad "($np ranks) parameters differ after the first bsp step"
 
 [ "$fail" -gt 0 ] && tail -20 "$work/log"
 echo "$pass passed, $fail failed"

@@ -8,24 +8,24 @@
 set -u
 prog=$1 np=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
+. "$(dirname "$0")/../common/checks.sh"
 for ab in 0.5 0.75; do
     printf '[net]\nbatch=16\nheight=1\nwidth=1\nchannels=3\n\n[connected]\noutput=4\nactivation=linear\n\n[softmax]\n\n[selsync]\npartition=label:1\ninject_alpha=%s\ninject_beta=%s\nlog=%s/a%s.%%r.tsv\n' \
         "$ab" "$ab" "$work" "$ab" >"$work/a$ab.cfg"
     if ! timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np "$np" "$prog" "$work/a$ab.cfg" 30 "$work/a$ab" \
             >"$work/a$ab.log" 2>&1; then
-        echo "FAIL alpha=beta=$ab: a rank found a wrong batch"; tail -5 "$work/a$ab.log"
-        grep -h BAD "$work"/a$ab.*.senders | head -3; fail=$((fail + 1)); continue
+        bad "alpha=beta=$ab: a rank found a wrong batch"; tail -5 "$work/a$ab.log"
+        grep -h BAD "$work"/a$ab.*.senders | head -3; continue
     fi
-    pass=$((pass + 1))
+    ok
     if [ "$(for f in "$work"/a$ab.*.senders; do sed 's/ *ok$//' "$f" | md5sum; done | sort -u | wc -l)" -eq 1 ]; then
-        pass=$((pass + 1))
+        ok
     else
-        echo "FAIL alpha=beta=$ab: ranks saw different senders"; fail=$((fail + 1))
+        bad "alpha=beta=$ab: ranks saw different senders"
     fi
     if [ "$ab" = 0.5 ]; then # fewer senders than ranks: the choice changes
-        [ "$(cut -d: -f2 "$work/a$ab.0.senders" | sort -u | wc -l)" -gt 1 ] && pass=$((pass + 1)) \
-            || { echo "FAIL alpha=beta=$ab: the same senders every step"; fail=$((fail + 1)); }
+        [ "$(cut -d: -f2 "$work/a$ab.0.senders" | sort -u | wc -l)" -gt 1 ] && ok \
+            || bad "alpha=beta=$ab: the same senders every step"
     fi
     # the README's sizes: k = round(alpha N) senders of s = floor((b - b') / k)
     # rows, b' = round(b / (1 + beta k)); a row is 3 inputs and 4 classes;
@@ -36,11 +36,11 @@ for ab in 0.5 0.75; do
     got=$(cat "$work"/a$ab.*.tsv | awk -F'\t' '/^#/ || $1 == "step" { next } { s[$1] += $11 }
                                                 END { for (t in s) print s[t] }' | sort -u | tr '\n' ' ')
     steps=$(cat "$work"/a$ab.*.tsv | awk -F'\t' '/^#/ || $1 == "step" { next } { print $1 }' | sort -u | wc -l)
-    [ "$got" = "$want " ] && [ "$steps" -eq 30 ] && pass=$((pass + 1)) \
-        || { echo "FAIL alpha=beta=$ab: injected bytes per step '$got' over $steps steps, expected $want over 30"; fail=$((fail + 1)); }
+    [ "$got" = "$want " ] && [ "$steps" -eq 30 ] && ok \
+        || bad "alpha=beta=$ab: injected bytes per step '$got' over $steps steps, expected $want over 30"
     echo "alpha=beta=$ab on $np ranks: $want injected bytes per step (all ranks)"
-    grep -q "^# partition label rank 0:" "$work/a$ab.0.tsv" && pass=$((pass + 1)) \
-        || { echo "FAIL alpha=beta=$ab: no partition note in the metrics"; fail=$((fail + 1)); }
+    grep -q "^# partition label rank 0:" "$work/a$ab.0.tsv" && ok \
+        || bad "alpha=beta=$ab: no partition note in the metrics"
 done
 head -3 "$work/a0.5.0.senders"
 echo "$pass passed, $fail failed"

@@ -11,9 +11,7 @@
 set -u
 prog=$1 np=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL ($np ranks) $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/../common/checks.sh"
 run() { timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np "$np" "$prog" "$@" >>"$work/log" 2>&1; }
 cfg() { # SELSYNC_LINES
     printf '[net]\nbatch=4\nsubdivisions=1\nheight=6\nwidth=6\nchannels=2\n'
@@ -28,20 +26,20 @@ cfg "method=bsp
 aggregate=params
 on_nonfinite=skip
 log=$work/skip.%r.tsv" >"$work/skip.cfg"
-run "$work/skip.cfg" 8 "$work/skip" --nan-rank $nan --nan-step 4 && ok || bad "on_nonfinite=skip: the run failed"
-[ "$(column loss "$work/skip.$nan.tsv" | sed -n 5p)" = nan ] && ok || bad "the NaN input did not give rank $nan a NaN loss"
+run "$work/skip.cfg" 8 "$work/skip" --nan-rank $nan --nan-step 4 && ok || bad "($np ranks) on_nonfinite=skip: the run failed"
+[ "$(column loss "$work/skip.$nan.tsv" | sed -n 5p)" = nan ] && ok || bad "($np ranks) the NaN input did not give rank $nan a NaN loss"
 r=0
 while [ $r -lt "$np" ]; do
     d=$(column decision "$work/skip.$r.tsv" | tr '\n' ' ')
     case $d in
         "sync sync sync sync skip "*) ok ;;
-        *) bad "rank $r: decisions '$d', expected steps 0-3 sync and step 4 skip" ;;
+        *) bad "($np ranks) rank $r: decisions '$d', expected steps 0-3 sync and step 4 skip" ;;
     esac
     [ "$d" = "sync sync sync sync skip sync sync sync " ] && ok \
-        || bad "rank $r: decisions '$d': the steps after the skipped one do not synchronise again"
+        || bad "($np ranks) rank $r: decisions '$d': the steps after the skipped one do not synchronise again"
     # third column of the hashes: parameters that are not finite
     awk '$3 != 0 { exit 1 }' "$work/skip.$r.hashes" && ok \
-        || bad "rank $r holds parameters that are not finite (step hash count): $(awk '$3 != 0' "$work/skip.$r.hashes" | head -3 | tr '\n' ' ')"
+        || bad "($np ranks) rank $r holds parameters that are not finite (step hash count): $(awk '$3 != 0' "$work/skip.$r.hashes" | head -3 | tr '\n' ' ')"
     r=$((r + 1))
 done
 
@@ -49,9 +47,9 @@ cfg "method=bsp
 log=$work/stop.%r.tsv" >"$work/stop.cfg"
 run "$work/stop.cfg" 8 "$work/stop" --nan-rank $nan --nan-step 4
 rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "on_nonfinite=stop: the job did not fail (status $rc)"
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && ok || bad "($np ranks) on_nonfinite=stop: the job did not fail (status $rc)"
 grep -q "selsync: rank $nan: \[selsync\] step 4: rank $nan: .*not finite" "$work/log" && ok \
-    || bad "on_nonfinite=stop: no message naming step 4, rank $nan and 'not finite'"
+    || bad "($np ranks) on_nonfinite=stop: no message naming step 4, rank $nan and 'not finite'"
 
 [ "$fail" -gt 0 ] && tail -20 "$work/log"
 echo "$pass passed, $fail failed"

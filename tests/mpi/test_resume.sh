@@ -9,9 +9,7 @@
 set -u
 prog=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/../common/checks.sh"
 run() { # DIR ARGS...: 2 ranks in DIR (the checkpoint goes to DIR/backup/)
     d=$1; shift
     mkdir -p "$d/backup"

@@ -18,9 +18,8 @@
 set -u
 prog=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0 job="" pid=""
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+. "$(dirname "$0")/../common/checks.sh"
+job="" pid=""
 
 # Whatever happens, no rank stays stopped and no job stays behind.
 cleanup() {

@@ -8,14 +8,34 @@
 #  - the figures follow the methods: BSP never steps locally, local SGD
 #    always and sends nothing, FedAvg every 2 of 4 steps averages half the
 #    steps, injection moves bytes, each cfg asks for its method;
-#  - the emulated hosts are gone afterwards, also after Ctrl-C mid-run.
+#  - nothing of a comparison is left afterwards, also after Ctrl-C mid-run:
+#    no emulated host (network namespace), no process (each runs with
+#    TMPDIR in a folder of this test's, so its environment names that
+#    folder, also in a removed namespace), no file in that folder.
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
 compare="python3 $src/scripts/compare-methods.py"
+# short (Open MPI's socket paths in it must fit) and of this run only
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cq.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP
 
-timeout 600 $compare --quick --results "$work/results" >"$work/out.txt" 2>&1
+# the processes whose environment names folder $1
+procs_of() { grep -lsF "$1" /proc/[0-9]*/environ | cut -d / -f 3 | tr '\n' ' '; }
+# left FOLDER: empty when nothing of the comparison that ran with TMPDIR=FOLDER
+# remains (processes get 30 s to finish exiting), else what remains
+left() {
+    i=0
+    while [ -n "$(procs_of "$1")" ] && [ $i -lt 150 ]; do sleep 0.2; i=$((i + 1)); done
+    p=$(procs_of "$1")
+    [ -z "$p" ] || { echo "processes $p:"; for q in $p; do tr '\0' ' ' <"/proc/$q/cmdline"; echo; done; }
+    [ -z "$(ls -A "$1")" ] || { echo "files:"; find "$1" | head -20; }
+}
+
+mkdir "$tmp/whole"
+TMPDIR=$tmp/whole timeout 600 $compare --quick --results "$work/results" >"$work/out.txt" 2>&1
 rc=$?
 cat "$work/out.txt"
 check "exits 0" '[ $rc -eq 0 ]'
@@ -65,19 +85,25 @@ check "per run: cfg, data, output, metrics of both ranks" \
 check "the cfg asks for its method" 'grep -q "^granularity=layer$" "$r/run.cfg" && grep -q "^delta=0.3$" "$r/run.cfg" && grep -q "^inject_alpha=0.5$" "$r/run.cfg"'
 check "the skewed data file evaluates on the held classes only" \
     '[ "$(sed "s/.*_c\([0-9]*\)_.*/\1/" "$out/data/fmnist-label.eval.list" | sort -u | tr "\n" " ")" = "0 1 2 3 " ]'
+left=$(left "$tmp/whole")
+check "nothing left of the comparison" '[ -z "$left" ] || { echo "$left"; false; }'
 
-# Ctrl-C in the middle of a run: exit status 130, the hosts removed
-$compare --quick --suites wide --results "$work/int" >"$work/int.txt" 2>&1 &
+# Ctrl-C in the middle of a run: exit status 130, nothing left
+mkdir "$tmp/int"
+TMPDIR=$tmp/int $compare --quick --suites wide --results "$work/int" >"$work/int.txt" 2>&1 &
 pid=$!
-i=0
-until grep -q "emulated hosts\|not permitted" "$work/int.txt" && ls "$work"/int/*/runs/wide/*/metrics.0.tsv >/dev/null 2>&1 \
-      || [ $i -ge 600 ]; do sleep 0.1; i=$((i + 1)); done
+# a run has begun: with 4 of its runs at a time, some are still to come
+until grep -qs "emulated hosts\|not permitted" "$work/int.txt" && ls "$work"/int/*/runs/wide/*/metrics.0.tsv >/dev/null 2>&1 \
+      || ! kill -0 $pid 2>/dev/null; do sleep 0.1; done
 kill -INT $pid
 wait $pid
 rc=$?
 cat "$work/int.txt"
 check "interrupted: exit status 130" '[ $rc -eq 130 ]'
 name=$(sed -n 's/.*emulated hosts \(cmp[0-9]*\)-h0.*/\1/p' "$work/int.txt")
-check "interrupted: the hosts removed" '[ $emulated -eq 0 ] || { [ -n "$name" ] && [ "$(ip netns list | grep -c "^$name-")" -eq 0 ]; }'
+check "interrupted: the emulated hosts named" '[ $emulated -eq 0 ] || [ -n "$name" ]'
+check "interrupted: no emulated host left" '[ -z "$name" ] || [ "$(ip netns list | grep -c "^$name-")" -eq 0 ]'
+left=$(left "$tmp/int")
+check "interrupted: no process or file left" '[ -z "$left" ] || { echo "$left"; false; }'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

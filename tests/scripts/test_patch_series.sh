@@ -9,9 +9,7 @@
 set -u
 src=$1 cache=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
-pass=0 fail=0
-ok() { pass=$((pass + 1)); }
-bad() { echo "FAIL $*"; fail=$((fail + 1)); }
+. "$src/tests/common/checks.sh"
 
 # The patch names in series: its lines without comments and blank lines.
 names() { sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' -e '/^#/d' -e '/^$/d' "$src/patches/series"; }

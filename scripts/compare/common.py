@@ -1,0 +1,33 @@
+"""Paths, names and small helpers shared by the comparison's modules."""
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
+SUITES = ["iid", "seldp", "label", "label-inject", "det", "wide"]
+# emulated: every rank on its own emulated host; shm: shared memory;
+# modelled: shared memory, communication time modelled from the bytes
+NETWORKS = ("emulated", "shm", "modelled")
+
+
+class Failure(Exception):
+    """A run or a preparation step failed; the message says which and why."""
+
+
+def fail(msg):
+    raise Failure(msg)
+
+
+def read_list(path):
+    with open(path) as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+def write(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def clock(s):
+    s = int(round(s))
+    return "%d:%02d:%02d" % (s // 3600, s // 60 % 60, s % 60) if s >= 3600 else "%d:%02d" % (s // 60, s % 60)

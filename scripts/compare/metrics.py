@@ -1,0 +1,104 @@
+"""A run's figures from its per-rank metrics files."""
+import os
+
+from .common import fail
+
+def read_metrics(path):
+    """(step rows as dicts, eval rows as dicts) of one rank's metrics file."""
+    rows, evals, cols = [], [], None
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("# eval"):
+                ev = {}
+                for kv in line.split("\t")[1:]:
+                    k, _, v = kv.partition("=")
+                    ev[k] = float(v)
+                evals.append(ev)
+            elif line.startswith("#") or not line:
+                continue
+            elif cols is None:
+                cols = line.split("\t")
+            else:
+                vals = line.split("\t")
+                r = dict(zip(cols, vals))
+                for k in cols:
+                    if k != "decision":
+                        r[k] = float(r[k])
+                rows.append(r)
+    return rows, evals
+
+
+def collect(args, run, rdir, final_score):
+    """Totals of one run from its per-rank metrics files; the final score is
+    the evaluation after the last step, or else final_score()."""
+    ranks = {}
+    for r in range(args.ranks):
+        p = os.path.join(rdir, "metrics.%d.tsv" % r)
+        if not os.path.exists(p):
+            fail("run %s: rank %d wrote no metrics file %s" % (run.id, r, p))
+        ranks[r] = read_metrics(p)
+    trainers = [r for r in ranks if not (run.ssp and r == 0)]
+    evals = [e for r in ranks for e in ranks[r][1]]
+    evals.sort(key=lambda e: e["step"])
+    n = len(trainers)
+    last = [e for e in evals if e["step"] >= run.steps and ("top1" in e or "map50" in e)]
+    if last:
+        final = last[-1].get("top1", last[-1].get("map50"))
+    else:
+        final = final_score()
+    res = {"final": final, "evals": evals, "trainers": n}
+    res["steps"] = sum(len(ranks[r][0]) for r in trainers) / n
+    res["bytes"] = sum(x["bytes_sent"] for r in trainers for x in ranks[r][0]) / n
+    res["inject"] = sum(x["inject_bytes"] for r in trainers for x in ranks[r][0]) / n
+    res["compute"] = sum(x["t_compute"] + x["t_measure"] for r in trainers for x in ranks[r][0]) / n
+    res["comm"] = sum(x["t_agree"] + x["t_transfer"] for r in trainers for x in ranks[r][0]) / n
+    res["local"] = None if run.ssp else (
+        sum(x["decision"] == "local" for r in trainers for x in ranks[r][0]) / max(1, n * res["steps"]))
+    rep = ranks[trainers[0]][0]
+    res["rows"] = rep  # the first training rank's steps: delta plot, modelled times
+    # time axis: training time at each step of the first training rank
+    t, cum = 0.0, []
+    for x in rep:
+        if run.net == "modelled":
+            t += x["t_compute"] + x["t_measure"] + modelled_comm(args, x)
+        else:
+            t += x["t_compute"] + x["t_measure"] + x["t_agree"] + x["t_transfer"]
+        cum.append(t)
+    res["cum"] = cum
+    res["modelled"] = run.net == "modelled"
+    if res["modelled"]:
+        res["model_comm"] = sum(modelled_comm(args, x) for r in trainers for x in ranks[r][0]) / n
+    return res
+
+
+def modelled_comm(args, row):
+    """Communication time of one step at the chosen bandwidth and latency:
+    the measured bytes over the link plus 2(N-1) latencies per exchange."""
+    b = row["bytes_sent"] + row["inject_bytes"]
+    if b <= 0:
+        return 0.0
+    return b / args.bandwidth_bytes + 2 * (args.ranks - 1) * args.latency
+
+
+def time_at(res, step):
+    """Training time of the first training rank up to a step."""
+    cum = res["cum"]
+    if not cum:
+        return 0.0
+    return cum[min(len(cum), max(1, int(step))) - 1]
+
+
+def curve(args, res):
+    """(step, seconds, value) points of held-out accuracy: the evaluations
+    during training, then the final model."""
+    pts = []
+    for e in res["evals"]:
+        val = e.get("top1", e.get("map50"))
+        if val is None:
+            continue
+        sec = time_at(res, e["step"]) if res["modelled"] or "train_s" not in e else e["train_s"]
+        pts.append((e["step"], sec, val))
+    if not pts or pts[-1][0] < res["steps"]:
+        pts.append((res["steps"], res["cum"][-1] if res["cum"] else 0.0, res["final"]))
+    return pts

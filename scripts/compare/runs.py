@@ -1,0 +1,287 @@
+"""The runner: the list of runs (methods times suites) and the training
+jobs that execute them, one at a time or several in parallel."""
+import concurrent.futures
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+from .common import CLUSTER, clock, fail, write
+from .data import run_cfg
+from .metrics import collect
+
+def methods(steps):
+    """(key, label, [selsync] settings) of every method, for a step budget."""
+    a = max(2, steps // 4)
+    b = a // 2
+    out = [("bsp", "BSP", {"method": "bsp"}),
+           ("fedavg-%d" % a, "FedAvg, every %d" % a, {"method": "fedavg", "fedavg_interval": a}),
+           ("fedavg-%d" % b, "FedAvg, every %d" % b, {"method": "fedavg", "fedavg_interval": b}),
+           ("fedavg-%d-c0.5" % a, "FedAvg C=0.5, every %d" % a,
+            {"method": "fedavg", "fedavg_interval": a, "fedavg_fraction": 0.5}),
+           ("ssp-100", "SSP s=100", {"method": "ssp", "ssp_staleness": 100}),
+           ("ssp-200", "SSP s=200", {"method": "ssp", "ssp_staleness": 200}),
+           ("local", "local SGD", {"method": "local"})]
+    for gran in ("model", "layer"):
+        for d in ("0.3", "0.5"):
+            key = "selsync-%s%s" % (d, "-layer" if gran == "layer" else "")
+            label = "SelSync δ=%s%s" % (d, ", per layer" if gran == "layer" else "")
+            out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran}))
+    return out
+
+
+class Suite:
+    def __init__(self, key, title, kind, partition, inject=False):
+        self.key, self.title, self.kind, self.partition, self.inject = key, title, kind, partition, inject
+        self.detector = kind == "det"
+        self.metric = "mAP@0.5" if self.detector else "top-1"
+
+
+def suites(args):
+    k = args.classes_per_rank
+    return {
+        "iid": Suite("iid", "Fashion-MNIST, iid shards", "small", "iid"),
+        "seldp": Suite("seldp", "Fashion-MNIST, SelDP", "small", "seldp"),
+        "label": Suite("label", "Fashion-MNIST, %d class%s per rank" % (k, "" if k == 1 else "es"),
+                       "small", "label:%d" % k),
+        "label-inject": Suite("label-inject", "Fashion-MNIST, %d class%s per rank, injection (0.5, 0.5)"
+                              % (k, "" if k == 1 else "es"), "small", "label:%d" % k, inject=True),
+        "det": Suite("det", "Fashion-MNIST detection set", "det", "iid"),
+        "wide": Suite("wide", "Fashion-MNIST, wide network (cfg/fmnist-wide.cfg)", "wide", "iid"),
+    }
+
+
+class Run:
+    def __init__(self, suite, key, label, settings, net, steps, eval_every):
+        self.suite, self.key, self.label, self.settings = suite, key, label, settings
+        self.net, self.steps, self.eval_every = net, steps, eval_every
+        self.id = "%s/%s-%s" % (suite.key, net, key)
+        self.ssp = settings["method"] == "ssp"
+        self.result = None
+        self.diverged = None  # "step N" when training stopped on a non-finite loss
+
+
+def plan(args, net_main):
+    """The runs, in order: per suite every method on the main network, then the
+    shared-memory repeats."""
+    runs = []
+    for skey in args.suites:
+        s = args.all_suites[skey]
+        steps = args.det_steps if s.detector else args.steps
+        every = args.det_eval_every if s.detector else args.eval_every
+        ms = methods(steps)
+        if args.quick and skey != "iid":
+            # quick: one method of each kind beyond the iid setting
+            ms = [m for m in ms if m[0] in ("bsp", ms[1][0], "ssp-100", "local", "selsync-0.3", "selsync-0.3-layer")]
+        for key, label, st in ms:
+            if s.inject and st["method"] == "ssp":
+                continue  # injection does not apply to ssp
+            if args.methods and key not in args.methods:
+                continue
+            runs.append(Run(s, key, label, st, net_main, steps, every))
+            if net_main == "emulated" and key in args.shm_methods and not (args.quick and skey != "iid"):
+                runs.append(Run(s, key, label, st, "shm", steps, every))
+    # shared-memory repeats after the main runs of the same suite
+    runs.sort(key=lambda r: (args.suites.index(r.suite.key), r.net == "shm"))
+    return runs
+
+class Progress:
+    """One status line: run i/n, its step, elapsed and estimated remaining time."""
+
+    def __init__(self, runs, enabled):
+        self.runs, self.enabled = runs, enabled
+        self.tty = sys.stderr.isatty()
+        self.start = time.time()
+        self.done = []  # (run, seconds)
+        self.last = 0.0
+
+    def rate(self, run):
+        """Seconds per step of finished runs of this kind (network and cfg)."""
+        same = [(r, t) for r, t in self.done if r.suite.kind == run.suite.kind and r.net == run.net]
+        pool = same or self.done
+        if not pool:
+            return None
+        return sum(t for _, t in pool) / sum(r.steps for r, _ in pool)
+
+    def eta(self, i, step, run_elapsed):
+        remaining = 0.0
+        cur = self.runs[i]
+        r = self.rate(cur)
+        if step and (r is None or not self.done):
+            r = run_elapsed / step
+        if r is None:
+            return None
+        remaining += max(0.0, (cur.steps - (step or 0)) * r)
+        for later in self.runs[i + 1:]:
+            lr = self.rate(later) or r
+            remaining += later.steps * lr
+        return remaining
+
+    def show(self, i, step, run_start, force=False):
+        if not self.enabled:
+            return
+        now = time.time()
+        if not force and now - self.last < (1.0 if self.tty else 30.0):
+            return
+        self.last = now
+        run = self.runs[i]
+        eta = self.eta(i, step, now - run_start)
+        line = "[%d/%d] %-13s %-26s %-8s step %4s/%d  run %s  total %s  left %s" % (
+            i + 1, len(self.runs), run.suite.key, run.label, run.net, step if step is not None else "-",
+            run.steps, clock(now - run_start), clock(now - self.start), "?" if eta is None else "~" + clock(eta))
+        if self.tty:
+            sys.stderr.write("\r\033[K" + line)
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+    def finish(self, i, seconds, note):
+        self.done.append((self.runs[i], seconds))
+        if not self.enabled:
+            return
+        run = self.runs[i]
+        line = "[%d/%d] %-13s %-26s %-8s %s in %s" % (i + 1, len(self.runs), run.suite.key, run.label,
+                                                       run.net, note, clock(seconds))
+        sys.stderr.write(("\r\033[K" if self.tty else "") + line + "\n")
+        sys.stderr.flush()
+
+
+def last_step(path):
+    """The step of the last data line of a metrics file, or None."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            lines = f.read().decode(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[:-1] if lines and not lines[-1] else lines):
+        fields = line.split("\t")
+        if fields and fields[0].isdigit():
+            return int(fields[0])
+    return None
+
+
+def execute(args, run, i, ctx):
+    """Trains one run and evaluates its final model; fills run.result."""
+    rdir = os.path.join(ctx["out"], "runs", run.suite.key, "%s-%s" % (run.net, run.key))
+    os.makedirs(rdir, exist_ok=True)
+    cfg_src = {"small": ctx["cfg_small"], "wide": ctx["cfg_wide"], "det": ctx["cfg_det"]}[run.suite.kind]
+    cfg = os.path.join(rdir, "run.cfg")
+    write(cfg, run_cfg(args, run, cfg_src, os.path.join(rdir, "metrics.%r.tsv")))
+    backup = os.path.join(ctx["work"], "run%d" % i)
+    os.makedirs(backup)
+    data = os.path.join(rdir, "run.data")
+    write(data, ctx["datas"][run.suite.key] + "backup=%s\n" % backup)
+    mode = "detector" if run.suite.detector else "classifier"
+    train = [ctx["darknet"], mode, "train", data, cfg]
+    env = None
+    if run.net == "emulated":
+        cmd = ["sh", CLUSTER, "mpirun", ctx["cluster"].name, "-np", str(args.ranks)] + train
+    else:
+        cmd = ["mpirun", "-np", str(args.ranks), "--oversubscribe"] + train
+        # a TMPDIR of its own: jobs that share one remove each other's
+        # session folders while they are made
+        env = dict(os.environ, TMPDIR=os.path.join(ctx["work"], "tmp%d" % i))
+        os.makedirs(env["TMPDIR"])
+    watch = os.path.join(rdir, "metrics.%d.tsv" % (1 if run.ssp else 0))
+    start = time.time()
+    with open(os.path.join(rdir, "output.txt"), "w") as log:
+        log.write("$ " + " ".join(cmd) + "\n")
+        log.flush()
+        with ctx["lock"]:  # a job is either started and ended at the end, or never started
+            if ctx["stop"]:
+                fail("stopped")
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+            ctx["procs"].add(proc)
+        while proc.poll() is None:
+            ctx["progress"].show(i, last_step(watch), start)
+            if time.time() - start > args.run_timeout:
+                end(proc)
+                fail("run %s did not end within %d s (--run-timeout); its output: %s"
+                     % (run.id, args.run_timeout, os.path.join(rdir, "output.txt")))
+            time.sleep(0.25)
+        ctx["procs"].discard(proc)
+    train_s = time.time() - start
+    run.diverged = diverged(rdir)
+    if run.diverged:
+        return train_s  # an outcome of the method: the table says so
+    if proc.returncode:
+        tail = open(os.path.join(rdir, "output.txt"), errors="replace").read()[-3000:]
+        fail("run %s failed (exit status %d); its output (%s):\n%s"
+             % (run.id, proc.returncode, os.path.join(rdir, "output.txt"), tail))
+    weights = os.path.join(backup, "run_final.weights" if run.suite.detector else "run.weights")
+    if not os.path.exists(weights):
+        fail("run %s wrote no weights (%s)" % (run.id, weights))
+    run.result = collect(args, run, rdir, lambda: evaluate(ctx["darknet"], run.suite.detector, data, cfg, weights,
+                                                           os.path.join(rdir, "final-eval.txt")))
+    run.result["wall_s"] = train_s
+    return time.time() - start
+
+
+def diverged(rdir):
+    """'step N' when the run's training stopped on a non-finite loss or
+    gradient (the plugin ends the job then), else None."""
+    try:
+        text = open(os.path.join(rdir, "output.txt"), errors="replace").read()
+    except OSError:
+        return None
+    m = re.search(r"step (\d+): rank \d+: the loss .* is not finite; stopping", text)
+    return "step %s" % m.group(1) if m else None
+
+
+def run_all(args, runs, ctx):
+    """Runs one after the other, or --jobs at a time (for --quick)."""
+    def one(i):
+        seconds = execute(args, runs[i], i, ctx)
+        res = runs[i].result
+        ctx["progress"].finish(i, seconds, "diverged at " + runs[i].diverged if runs[i].diverged else
+                               "%s %.4f, %.1f MB/rank" % (runs[i].suite.metric, res["final"],
+                                                         (res["bytes"] + res["inject"]) / 1e6))
+
+    if args.jobs == 1:
+        for i in range(len(runs)):
+            one(i)
+        return
+    ctx["pool"] = concurrent.futures.ThreadPoolExecutor(args.jobs)
+    futures = [ctx["pool"].submit(one, i) for i in range(len(runs))]
+    for f in concurrent.futures.as_completed(futures):
+        f.result()  # the first failure ends the comparison
+
+
+def end(proc):
+    """Ends a training job (mpirun and its ranks) that is still running."""
+    if proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+def evaluate(darknet, detector, data, cfg, weights, log):
+    if detector:
+        cmd = [darknet, "selsync", "map", data, cfg, weights]
+    else:
+        cmd = [darknet, "classifier", "valid", data, cfg, weights]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    with open(log, "w") as f:
+        f.write("$ " + " ".join(cmd) + "\n" + p.stdout)
+    if p.returncode:
+        fail("evaluating %s failed:\n%s" % (weights, p.stdout[-2000:]))
+    return score_in(log)
+
+
+def score_in(log):
+    """The score an evaluation's output (final-eval.txt) ends with."""
+    text = open(log, errors="replace").read()
+    vals = re.findall(r"^mAP@0\.5 = ([0-9.]+)", text, re.M) or re.findall(r"top 1: ([0-9.]+)", text)
+    if not vals:
+        fail("no score in %s" % log)
+    return float(vals[-1])
