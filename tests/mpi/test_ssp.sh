@@ -8,10 +8,15 @@
 #    halves: the same mean up to float rounding), also with the messages
 #    cut into 4-byte pieces (every message a multiple: the empty-piece end);
 #  - the server's trace ($SELSYNC_SSP_TRACE) never shows a pull answered
-#    with clock - slowest > s: s = 0, and s = 2 with 3 workers of which one
-#    sleeps every step, where pulls must also have been held;
+#    with clock - slowest > s, and a held pull is answered as soon as the
+#    bound allows it (at a lead of exactly s): s = 0, where the first of the
+#    2 workers to push each step is always held, and s = 2 with 3 workers of
+#    which one sleeps every step (whether pulls are held there depends on
+#    the schedule; what is asserted holds on any); every worker's t_agree of
+#    a step is the wait the server reports for that pull;
 #  - uneven speeds finish with exit status 0, a large s never holds a pull;
-#  - a worker killed with SIGKILL ends the job non-zero within seconds;
+#  - a worker killed with SIGKILL ends the job with a non-zero status (not
+#    the timeout's);
 #  - ssp on one process is a clear error;
 #  - one worker (2 processes), and bsp on one process: bsp would send
 #    nothing, so the summary gives no ratio; no summary line of any run
@@ -37,10 +42,25 @@ cfg() {
     return 0
 }
 column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
-# bound TRACE S: every answered pull within the bound; prints "pulls held maxlead"
+# bound TRACE S: every answered pull within the bound, every held one at a
+# lead of exactly S; prints "pulls held maxlead"
 bound() {
-    awk -v s="$2" '/^#/ { next } { n++; h += $4; l = $2 - $3; if (l > m) m = l; if (l > s || l < 0) bad++ }
+    awk -v s="$2" '/^#/ { next } { n++; h += $4; l = $2 - $3; if (l > m) m = l
+                                   if (l > s || l < 0 || ($4 && l != s)) bad++ }
         END { print n + 0, h + 0, m + 0; exit bad > 0 }' "$1"
+}
+# waits TRACE PREFIX WORKERS: every worker's t_agree of step t (PREFIX.R.tsv)
+# is the server's wait for its pull at clock t + 1, to the trace's 6 decimals
+waits() {
+    r=1
+    while [ $r -le "$3" ]; do
+        column t_agree "$2.$r.tsv" | awk -v r=$r -v trace="$1" '
+            BEGIN { while ((getline line < trace) > 0) { split(line, f, "\t")
+                        if (f[1] == r && f[2] > 0) { w[f[2] - 1] = f[5]; n++ } } }
+            { if (!((NR - 1) in w) || $1 - w[NR - 1] > 2e-6 || w[NR - 1] - $1 > 2e-6) bad++ }
+            END { exit bad > 0 || NR != n }' || return 1
+        r=$((r + 1))
+    done
 }
 
 cfg "" >"$work/init.cfg"
@@ -59,6 +79,7 @@ python3 "$here/compare_weights.py" "$work/s0.weights" "$work/fed.weights" 1e-5 \
     && ok || bad "ssp s=0 on 2 workers differs from fedavg_interval=1 on 2 ranks"
 r=$(bound "$work/s0.trace" 0) && ok || bad "s=0: a pull answered beyond the bound: $r"
 [ "$r" = "42 20 0" ] && ok || bad "s=0: expected 42 pulls (2 x 21), 20 held, lead 0; got $r"
+waits "$work/s0.trace" "$work/s0" 2 && ok || bad "s=0: a worker's t_agree is not the server's wait"
 [ "$(cat "$work/s0.0.hashes")" = "$(grep final "$work/s0.0.hashes")" ] && ok || bad "the server trained"
 [ "$(column decision "$work/s0.1.tsv" | grep -c sync)" -eq 20 ] && [ "$(column decision "$work/s0.2.tsv" | wc -l)" -eq 20 ] \
     && ok || bad "workers' metrics: not 20 synchronised steps each"
@@ -77,12 +98,11 @@ ssp_staleness=2
 log=$work/s2.%r.tsv" >"$work/s2.cfg"
 SELSYNC_SSP_TRACE=$work/s2.trace mpi 4 "$work/s2.cfg" 30 "$work/s2" --ssp --slow-rank 3 --slow-ms 20 \
     && ok || bad "ssp s=2 with a slow worker failed"
-r=$(bound "$work/s2.trace" 2) && ok || bad "s=2: a pull answered beyond the bound: $r"
+r=$(bound "$work/s2.trace" 2) && ok || bad "s=2: a pull answered beyond the bound, or held and answered late: $r"
 echo "s=2, one slow worker: pulls held maxlead = $r"
 set -- $r
-[ "$1" -eq 93 ] && [ "$2" -gt 0 ] && [ "$3" -eq 2 ] && ok || bad "s=2: expected 93 pulls, some held, lead 2; got $r"
-blocked=$(column t_agree "$work/s2.1.tsv" | awk '{ s += $1 } END { print (s > 0.05) }')
-[ "$blocked" = 1 ] && ok || bad "s=2: the fast worker's t_agree does not show the blocking"
+[ "$1" -eq 93 ] && ok || bad "s=2: expected 93 pulls (3 x 31); got $r"
+waits "$work/s2.trace" "$work/s2" 3 && ok || bad "s=2: a worker's t_agree is not the server's wait"
 
 # --- a large s: the fast workers never wait -------------------------------------
 cfg "method=ssp
@@ -97,15 +117,14 @@ set -- $r
 rm -f "$work/kill.rc"
 ( timeout 60 ${MPIEXEC:-mpirun} --oversubscribe -np 4 "$prog" "$work/s2.cfg" 100000 "$work/kill" --ssp \
       --slow-rank 3 --slow-ms 5 >"$work/kill.log" 2>&1; echo $? >"$work/kill.rc" ) &
+# rank 2 opens its hashes file after the initial pull: it is training then
 i=0
-while [ "$(cat "$work/kill.2.hashes" 2>/dev/null | wc -l)" -lt 5 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+while [ ! -e "$work/kill.2.hashes" ] && [ ! -s "$work/kill.rc" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
 kill -9 "$(cat "$work/kill.2.pid")"
-i=0
-while [ ! -s "$work/kill.rc" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 wait
 rc=$(cat "$work/kill.rc")
-echo "killed worker: job ended with status $rc after $((i / 10)).$((i % 10)) s"
-[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && [ $i -lt 150 ] && ok || bad "killed worker: status $rc after $i/10 s"
+echo "killed worker: job ended with status $rc"
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && ok || bad "killed worker: status $rc (124: it did not end within 60 s)"
 grep -q "rank 2 .*exited on signal 9" "$work/kill.log" && ok || bad "killed worker: no message naming it"
 
 # --- Darknet's detector trainer ---------------------------------------------------
