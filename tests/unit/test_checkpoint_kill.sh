@@ -1,8 +1,9 @@
 #!/bin/sh
 # Usage: test_checkpoint_kill.sh CHECKPOINT_WRITER WORK_DIR
 # Kills a process that writes checkpoints in a loop with SIGKILL at 25
-# pseudo-random moments; after every kill the checkpoint on disk must be
-# whole (the previous or the new one, never torn).
+# pseudo-random moments (the first once a checkpoint exists); after every
+# kill the checkpoint on disk must be whole (the previous or the new one,
+# never torn).
 set -u
 writer=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -12,6 +13,11 @@ i=0
 while [ $i -lt 25 ]; do
     "$writer" write "$path" &
     pid=$!
+    if [ $i -eq 0 ]; then
+        # the first round waits for a whole checkpoint, however slow the disk
+        t=0
+        while [ ! -e "$path" ] && [ $t -lt 6000 ]; do sleep 0.01; t=$((t + 1)); done
+    fi
     # 20..240 ms, varied by the round so kills land at different points
     sleep "0.$(printf '%03d' $((20 + (i * 37) % 220)))"
     kill -9 $pid
