@@ -5,7 +5,7 @@ set -eu
 
 PACKAGES="build-essential cmake pkg-config dpkg-dev xz-utils patch python3
 libopenmpi-dev openmpi-bin libopenblas-dev libcmocka-dev dataset-fashion-mnist
-iproute2 gnuplot-nox"
+iproute2 gnuplot-nox clang libclang-rt-dev llvm"
 
 missing=""
 for p in $PACKAGES; do

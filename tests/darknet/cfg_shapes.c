@@ -23,5 +23,6 @@ int main(int argc, char **argv)
         printf("%d type=%d in=%dx%dx%d out=%dx%dx%d outputs=%d nweights=%d\n", i, (int)l.type,
                l.w, l.h, l.c, l.out_w, l.out_h, l.out_c, l.outputs, l.nweights);
     }
+    free_network(net);
     return darknet_plugin_fini(0);
 }

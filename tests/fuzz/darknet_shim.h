@@ -1,0 +1,32 @@
+/* Included before every Darknet source of the fuzz build (clang -include):
+ * routes Darknet's allocations, its fopen/fclose and its exit() through the
+ * harness's bookkeeping (darknet_shim.c). A cfg that Darknet refuses with
+ * exit() then returns to the harness, which frees what Darknet left behind,
+ * and Darknet opens no file but the one the harness names. rand() is a
+ * cheap generator: glibc's, which takes a lock per call, was most of the
+ * time of a parse (the initial weights), and no harness uses the values. */
+#ifndef DARKNET_SHIM_H
+#define DARKNET_SHIM_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+void *shim_malloc(size_t size);
+void *shim_calloc(size_t n, size_t size);
+void *shim_realloc(void *p, size_t size);
+void shim_free(void *p);
+FILE *shim_fopen(const char *path, const char *mode);
+int shim_fclose(FILE *f);
+_Noreturn void shim_exit(int status);
+int shim_rand(void);
+
+#define malloc(size) shim_malloc(size)
+#define calloc(n, size) shim_calloc(n, size)
+#define realloc(p, size) shim_realloc(p, size)
+#define free(p) shim_free(p)
+#define fopen(path, mode) shim_fopen(path, mode)
+#define fclose(f) shim_fclose(f)
+#define exit(status) shim_exit(status)
+#define rand() shim_rand()
+
+#endif
