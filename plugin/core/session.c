@@ -71,15 +71,10 @@ struct selsync_session {
 static void say(const selsync_session *s, const char *fmt, ...) SELSYNC_PRINTF(2, 3);
 static void say(const selsync_session *s, const char *fmt, ...)
 {
-    char line[2048];
-    int n = s->world > 1 ? snprintf(line, sizeof line, "selsync: rank %d: ", s->rank)
-                         : snprintf(line, sizeof line, "selsync: ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    selsync_vsay(s->rank, s->world, fmt, ap);
     va_end(ap);
-    strcat(line, "\n");
-    fputs(line, stderr); /* one write, so that ranks' lines do not interleave */
 }
 
 /* A failed collective: the transport's message, naming what was done. */

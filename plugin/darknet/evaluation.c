@@ -12,13 +12,10 @@
 /* One line "selsync: ..." to stderr, in one write. */
 static void say(const char *fmt, ...)
 {
-    char line[2048] = "selsync: ";
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + 9, sizeof line - 10, fmt, ap);
+    selsync_vsay(0, 1, fmt, ap);
     va_end(ap);
-    strcat(line, "\n");
-    fputs(line, stderr);
 }
 
 int darknet_label_path(const char *path, char *out, size_t size)

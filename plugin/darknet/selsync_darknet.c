@@ -83,15 +83,10 @@ static adapter *the_adapter; /* set by darknet_plugin_init, for _fini */
 
 static void report(const adapter *ad, const char *fmt, ...)
 {
-    char line[2048];
-    int n = ad && ad->world > 1 ? snprintf(line, sizeof line, "selsync: rank %d: ", ad->rank)
-                                : snprintf(line, sizeof line, "selsync: ");
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + n, sizeof line - (size_t)n - 1, fmt, ap);
+    selsync_vsay(ad ? ad->rank : 0, ad ? ad->world : 1, fmt, ap);
     va_end(ap);
-    strcat(line, "\n");
-    fputs(line, stderr); /* one write, so that ranks' lines do not interleave */
 }
 
 /* Ends the job: the transport aborts every rank; with one process it

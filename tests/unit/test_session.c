@@ -102,26 +102,32 @@ static void begin(fx *f, selsync_plan *plan)
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
 
+/* A session of one process, loaded from weights (NULL: none) and begun. */
+static void start_single(fx *f, const char *weights)
+{
+    static selsync_comm one;
+    selsync_plan plan;
+    one = selsync_comm_single();
+    open_session(f, &one);
+    assert_int_equal(selsync_session_load(f->s, &f->model, 42, weights, weights != NULL), SELSYNC_OK);
+    begin(f, &plan);
+}
+
 /* A checkpoint written every 2 steps resumes exactly: the steps, the
  * parameters; a damaged one is refused with the file's name. */
 static void test_checkpoint_round_trip(void **state)
 {
     fx *f = *state;
     selsync_comm one = selsync_comm_single();
-    selsync_plan plan;
     float at4[4];
     f->cfg.checkpoint_every = 2;
-    open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 42, NULL, 0), SELSYNC_OK);
-    begin(f, &plan);
+    start_single(f, NULL);
     train(f, 4);
     assert_int_equal(f->saves, 2);
     memcpy(at4, f->w, sizeof at4);
     memset(f->w, 0, sizeof f->w);
 
-    open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 42, f->ckpt, 1), SELSYNC_OK);
-    begin(f, &plan);
+    start_single(f, f->ckpt);
     assert_int_equal(selsync_session_steps(f->s), 4);
     assert_memory_equal(f->w, at4, sizeof at4);
 
@@ -141,12 +147,8 @@ static void test_checkpoint_round_trip(void **state)
 static void test_evaluation_schedule(void **state)
 {
     fx *f = *state;
-    selsync_comm one = selsync_comm_single();
-    selsync_plan plan;
     f->cfg.eval_every = 3;
-    open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
-    begin(f, &plan);
+    start_single(f, NULL);
     train(f, 7);
     assert_int_equal(f->scores, 2);
     assert_int_equal(f->scored_at[0], 3);
@@ -158,9 +160,7 @@ static void test_evaluation_schedule(void **state)
     assert_true(f->scored_first[2] == f->w[0]); /* one rank: the mean is its own model */
 
     f->scores = 0;
-    open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
-    begin(f, &plan);
+    start_single(f, NULL);
     train(f, 6);
     assert_int_equal(selsync_session_end(f->s, devnull), SELSYNC_OK);
     assert_int_equal(f->scores, 2); /* 3, 6: no second score of step 6 */

@@ -2,6 +2,8 @@
 #ifndef SELSYNC_STATUS_H
 #define SELSYNC_STATUS_H
 
+#include <stdarg.h>
+
 #define SELSYNC_STATUS_TABLE(X)                                              \
     X(SELSYNC_OK,         "ok")                                              \
     X(SELSYNC_EINVAL,     "invalid argument")                                \
@@ -22,5 +24,10 @@ typedef enum selsync_status {
 
 /* Returns a short, static, human-readable description of s (never NULL). */
 const char *selsync_status_str(selsync_status s);
+
+/* Prints "selsync: rank R: " (with world > 1; else "selsync: ") and the
+ * formatted text as one line to stderr, in one write, so that lines of
+ * different ranks do not interleave. */
+void selsync_vsay(int rank, int world, const char *fmt, va_list ap);
 
 #endif
