@@ -54,10 +54,11 @@ static int parse_line(const char *s, const char *end, int classes, selsync_truth
         if (!next_token(&s, end, tok, sizeof tok) || !decimal(tok, i == 0, &v[i])) return 0;
     if (next_token(&s, end, tok, sizeof tok) || s != end) return 0; /* trailing text */
     if (v[0] < 0 || v[0] >= classes) return 0;
-    if (!(v[1] >= 0 && v[1] <= 1 && v[2] >= 0 && v[2] <= 1 && v[3] > 0 && v[3] <= 1 && v[4] > 0 && v[4] <= 1))
-        return 0;
+    /* the ranges hold for the floats stored (a tiny size rounds to 0) */
+    selsync_box b = {(float)v[1], (float)v[2], (float)v[3], (float)v[4]};
+    if (!(b.x >= 0 && b.x <= 1 && b.y >= 0 && b.y <= 1 && b.w > 0 && b.w <= 1 && b.h > 0 && b.h <= 1)) return 0;
     t->cls = (int)v[0];
-    t->box = (selsync_box){(float)v[1], (float)v[2], (float)v[3], (float)v[4]};
+    t->box = b;
     return 1;
 }
 
@@ -72,8 +73,9 @@ selsync_status selsync_labels_parse(const char *text, size_t len, const char *fi
         if (!eol) eol = end;
         next = eol < end ? eol + 1 : end;
         if (eol > p && eol[-1] == '\r') eol--;
-        const char *nul = memchr(p, '\0', (size_t)(eol - p));
-        if (strspn(p, " \t") >= (size_t)(eol - p) && !nul) { /* blank */
+        const char *nul = memchr(p, '\0', (size_t)(eol - p)), *q = p;
+        while (q < eol && (*q == ' ' || *q == '\t')) q++;
+        if (q == eol) { /* blank */
             p = next;
             continue;
         }
