@@ -69,11 +69,12 @@ selsync_status selsync_labels_parse(const char *text, size_t len, const char *fi
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "labels: NULL argument or classes < 1");
     const char *p = text, *end = text + len;
     for (size_t line = 1; p < end; line++) {
-        const char *eol = memchr(p, '\n', (size_t)(end - p)), *next;
+        const char *eol = memchr(p, '\n', (size_t)(end - p)), *next, *nul = NULL, *q = p;
         if (!eol) eol = end;
         next = eol < end ? eol + 1 : end;
         if (eol > p && eol[-1] == '\r') eol--;
-        const char *nul = memchr(p, '\0', (size_t)(eol - p)), *q = p;
+        for (const char *c = p; c < eol && !nul; c++)
+            if (*c == '\0') nul = c;
         while (q < eol && (*q == ' ' || *q == '\t')) q++;
         if (q == eol) { /* blank */
             p = next;

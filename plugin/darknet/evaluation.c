@@ -149,6 +149,7 @@ static int map_command(int argc, char **argv)
     int classes = option_find_int(options, "classes", 0);
     if (!valid || classes < 1) {
         say("%s: needs valid= and classes= for mAP", argv[3]);
+        free_data_cfg(options);
         return EXIT_FAILURE;
     }
     network *net = load_network(argv[4], argv[5], 0);
@@ -177,6 +178,8 @@ static int map_command(int argc, char **argv)
     free(truth);
     free_ptrs((void **)paths, plist->size);
     free_list(plist);
+    free_network(net);
+    free_data_cfg(options);
     return status;
 }
 

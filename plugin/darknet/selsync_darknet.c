@@ -154,7 +154,7 @@ static void checkpoint_path(attachment *a, const train_plan *plan)
     char *base = basecfg((char *)a->cfg.file);
     int n = snprintf(a->checkpoint, sizeof a->checkpoint, "%s/%s_checkpoint.weights", backup, base);
     free(base);
-    if (options) free_list(options);
+    if (options) free_data_cfg(options);
     if (n < 0 || (size_t)n >= sizeof a->checkpoint) fatal(a->ad, "checkpoint path too long");
 }
 
@@ -174,7 +174,7 @@ static void check_labels(attachment *a, const train_plan *plan)
     if (n < plan->classes)
         fatal(a->ad, "%s: classes=%d, but its labels file %s has %d line%s; every class needs a label",
               plan->datacfg, plan->classes, file, n, n == 1 ? "" : "s");
-    free_list(options);
+    free_data_cfg(options);
 }
 
 /* Every training file's class (-1: none), malloc'd. */
@@ -274,7 +274,7 @@ static void eval_prepare(attachment *a, const train_plan *plan)
               ev->net->outputs, ev->classes, datacfg);
     report(ad, "evaluation: %s of the consensus model every %d steps on %d held-out images (%s)",
            ev->labels ? "top1" : "map50", a->cfg.eval_every, ev->n, valid);
-    free_list(options);
+    free_data_cfg(options);
 }
 
 static void free_evaluator(evaluator *ev)
