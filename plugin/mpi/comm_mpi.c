@@ -616,7 +616,7 @@ static selsync_status sum_segments(const selsync_segment *segs, size_t nseg, siz
     if (g.sum_alg == SELSYNC_MPI_SUM_RING || g.size == 1) return ring(&world, scale);
     if ((s = reserve((void **)&g.pack, &g.pack_cap, n, sizeof *g.pack)) != SELSYNC_OK) return s;
     for (size_t k = 0; k < nseg; k++)
-        memcpy(g.pack + g.start[k], segs[k].data, segs[k].count * sizeof(float));
+        if (segs[k].count) memcpy(g.pack + g.start[k], segs[k].data, segs[k].count * sizeof(float));
     if ((s = sum_f32_rsb(g.pack, n)) != SELSYNC_OK) return s;
     for (size_t k = 0; k < nseg; k++)
         for (size_t i = 0; i < segs[k].count; i++) segs[k].data[i] = g.pack[g.start[k] + i] * scale;
