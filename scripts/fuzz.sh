@@ -14,6 +14,7 @@
 # the script exit 1 after that harness; libFuzzer's log is DIR/HARNESS.log,
 # whose final statistics (executions, executions per second, coverage) are
 # printed. --build-only stops after the build, --no-build skips it.
+# Environment: CMAKE, FUZZ_CC (default clang), FUZZ_JOBS (build jobs, 2).
 # Reproduce one input with: BUILD/fuzz/fuzz_HARNESS FILE
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
