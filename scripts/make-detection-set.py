@@ -125,6 +125,7 @@ def main():
         if os.path.exists(stale):
             os.remove(stale)
     rng, done, total, nboxes = random.Random(a.seed), 0, a.train + a.valid, 0
+    progress = prepare.Progress("make-detection-set", "canvases", total)
     for split, prefix in SPLITS:
         (n, rows, cols), pixels = prepare.read_idx(os.path.join(src, prefix + "-images-idx3-ubyte.gz"), 0x803)
         (nl,), classes = prepare.read_idx(os.path.join(src, prefix + "-labels-idx1-ubyte.gz"), 0x801)
@@ -140,8 +141,7 @@ def main():
             prepare.write_atomic(os.path.join(out, "labels", split, "%05d.txt" % i), label)
             paths.append(path)
             done, nboxes = done + 1, nboxes + label.count("\n")
-            if done % 1000 == 0:
-                print("make-detection-set: %d/%d canvases written" % (done, total), flush=True)
+            progress.step(done)
         for kind, ext in (("images", "png"), ("labels", "txt")):  # drop files of an earlier, larger run
             keep = set("%05d.%s" % (i, ext) for i in range(counts[split]))
             for name in os.listdir(os.path.join(out, kind, split)):

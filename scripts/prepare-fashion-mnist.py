@@ -26,6 +26,7 @@ import gzip
 import os
 import struct
 import sys
+import time
 import zlib
 
 SOURCE = "/usr/share/datasets/fashion-mnist"
@@ -41,6 +42,24 @@ VERSION = 1
 
 def fail(msg):
     sys.exit("prepare-fashion-mnist: error: " + msg)
+
+
+class Progress:
+    """Prints "WHO: DONE/TOTAL WHAT written (P%, Es, about Ls left)" when a
+    step is done, at most every `every` seconds, and always at the last."""
+
+    def __init__(self, who, what, total, every=5.0):
+        self.who, self.what, self.total, self.every = who, what, total, every
+        self.start = self.shown = time.monotonic()
+
+    def step(self, done):
+        now = time.monotonic()
+        if done < self.total and now - self.shown < self.every:
+            return
+        self.shown, elapsed = now, now - self.start
+        left = elapsed / done * (self.total - done) if done else 0
+        print("%s: %d/%d %s written (%d%%, %.0f s, about %.0f s left)"
+              % (self.who, done, self.total, self.what, 100 * done // max(self.total, 1), elapsed, left), flush=True)
 
 
 def write_atomic(path, data):
@@ -84,7 +103,7 @@ def read_idx(path, magic):
     return dims, body
 
 
-def convert(out, src, split, prefix, limit, done, total):
+def convert(out, src, split, prefix, limit, done, progress):
     images = os.path.join(src, prefix + "-images-idx3-ubyte.gz")
     labels = os.path.join(src, prefix + "-labels-idx1-ubyte.gz")
     (n, rows, cols), pixels = read_idx(images, 0x803)
@@ -104,8 +123,7 @@ def convert(out, src, split, prefix, limit, done, total):
         write_atomic(path, png_gray(cols, rows, pixels[i * step:(i + 1) * step]))
         paths.append(path)
         done += 1
-        if done % 10000 == 0:
-            print("prepare-fashion-mnist: %d/%d images written" % (done, total), flush=True)
+        progress.step(done)
     keep = set(os.path.basename(p) for p in paths)
     for name in os.listdir(folder):  # drop images of an earlier, larger run
         if name not in keep:
@@ -169,8 +187,9 @@ def main():
             os.remove(stale)
     total = sum(min(n, limits[s] or n) for s, n in (("train", 60000), ("valid", 10000)))
     done, counts = 0, {}
+    progress = Progress("prepare-fashion-mnist", "images", total)
     for split, prefix in SPLITS:
-        paths, done = convert(out, src, split, prefix, limits[split], done, total)
+        paths, done = convert(out, src, split, prefix, limits[split], done, progress)
         for p in paths:
             if sum(label in p for label in LABELS) != 1:
                 fail("path %r does not match exactly one label" % p)

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "selsync/hash.h"
+
 #include "internal.h"
 
 static const char trailer_magic[8] = {'S', 'S', 'C', 'K', 'P', 'T', '0', '2'};
@@ -19,14 +21,6 @@ typedef struct trailer {
     char magic[8];
 } trailer;
 
-#define FNV_START 1469598103934665603ULL
-
-static uint64_t fnv1a(uint64_t h, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    return h;
-}
 
 /* Hashes the first n bytes of f from its current position into *h; -1 on
  * a read error or a short file. */
@@ -36,7 +30,7 @@ static int hash_stream(FILE *f, uint64_t n, uint64_t *h)
     while (n > 0) {
         size_t want = n < sizeof buf ? (size_t)n : sizeof buf;
         if (fread(buf, 1, want, f) != want) return -1;
-        *h = fnv1a(*h, buf, want);
+        *h = selsync_hash(*h, buf, want);
         n -= want;
     }
     return 0;
@@ -68,7 +62,7 @@ static int sync_dir(const char *path)
 selsync_status selsync_checkpoint_seal(const char *tmp, const char *path, const void *state,
                                        size_t len, char *err, size_t errlen)
 {
-    trailer t = {0, len, FNV_START, {0}};
+    trailer t = {0, len, SELSYNC_HASH_START, {0}};
     memcpy(t.magic, trailer_magic, sizeof t.magic);
     FILE *f = fopen(tmp, "r+b");
     const char *what = "open";
@@ -79,7 +73,7 @@ selsync_status selsync_checkpoint_seal(const char *tmp, const char *path, const 
             hash_stream(f, (uint64_t)model, &t.hash) != 0)
             goto failed;
         t.model_length = (uint64_t)model;
-        t.hash = fnv1a(t.hash, state, len);
+        t.hash = selsync_hash(t.hash, state, len);
         what = "write";
         if (fseek(f, 0, SEEK_END) != 0 || (len && fwrite(state, 1, len, f) != len) ||
             fwrite(&t, sizeof t, 1, f) != 1)
@@ -110,7 +104,7 @@ selsync_status selsync_checkpoint_read(const char *path, int required, void **st
 {
     trailer t;
     selsync_status st = SELSYNC_OK;
-    uint64_t h = FNV_START;
+    uint64_t h = SELSYNC_HASH_START;
     void *buf = NULL;
     *state = NULL;
     *len = 0;
@@ -150,7 +144,7 @@ selsync_status selsync_checkpoint_read(const char *path, int required, void **st
         goto out;
     }
     if (t.state_length && fread(buf, 1, (size_t)t.state_length, f) != t.state_length) goto io;
-    if (fnv1a(h, buf, (size_t)t.state_length) != t.hash) {
+    if (selsync_hash(h, buf, (size_t)t.state_length) != t.hash) {
         st = selsync_fail(err, errlen, SELSYNC_EMISMATCH, "[selsync] '%s': damaged checkpoint (its weights "
                           "and state do not match its checksum)", path);
         goto out;

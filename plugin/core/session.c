@@ -1,9 +1,12 @@
 /* A training session (see selsync/session.h).
  *
  * The collectives of a session, in the order every rank issues them:
- *   load        bcast(layout hash), any(differs), bcast(every tensor),
- *               bcast(checkpoint state length), bcast(state)
- *   begin       (ssp workers: the engine's initial pull)
+ *   load        the agreement on build, cfg and network (bcast(rank 0's
+ *               record), any(differs); on a difference one bcast per rank),
+ *               bcast(every tensor), bcast(checkpoint state length),
+ *               bcast(state)
+ *   begin       the agreement on the training list; (ssp workers: the
+ *               engine's initial pull)
  *   each step   [injection: one bcast per sender], the engine's agreement
  *               and transfer; when due: the consensus sum and bcast(done)
  *               (evaluation), send/recv to rank 0 and bcast(done)
@@ -14,6 +17,7 @@
  * on rank 0 between collectives. */
 #include "selsync/session.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -62,6 +66,7 @@ struct selsync_session {
     size_t heldout;              /* evaluation: held-out samples */
     uint64_t evaluated;          /* steps done at the last evaluation */
     selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
+    char host_name[64];          /* this rank's host, for messages */
     char err[2048];
 };
 
@@ -116,25 +121,138 @@ selsync_status selsync_session_create(const selsync_config *cfg, const selsync_c
     return SELSYNC_OK;
 }
 
-/* ---- load: one network, rank 0's weights and state everywhere ---- */
+/* ---- agreement: every rank runs the same thing ---- */
 
-selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, uint64_t layout_hash,
-                                    const char *weights, int required)
+#define AGREE_ITEMS 4
+#define AGREE_VALUE 80
+#define AGREE_HOST 64
+#define AGREE_FILE 160
+
+/* What one rank holds of the things compared: its values, and where it
+ * runs (for the message). */
+typedef struct agree_record {
+    char host[AGREE_HOST], file[AGREE_FILE];
+    char value[AGREE_ITEMS][AGREE_VALUE];
+} agree_record;
+
+/* src cut to len - 1 bytes, the rest of dst zeroed (the whole record is
+ * compared and sent). */
+static void copy_text(char *dst, size_t len, const char *src)
+{
+    size_t n = src ? strnlen(src, len - 1) : 0;
+    memset(dst, 0, len);
+    if (n) memcpy(dst, src, n);
+}
+
+/* Appends the ranks of `all` whose value of item equals rank first's, from
+ * first on, and marks them done: "ranks 0, 2 (hostA; a.cfg): VALUE". */
+static size_t describe_group(const agree_record *all, int world, int first, int item, uint8_t *done, char *buf,
+                             size_t len)
+{
+    const char *value = all[first].value[item];
+    size_t used = 0;
+    int shown = 0, count = 0;
+    for (int r = first; r < world; ++r)
+        count += !done[r] && strcmp(all[r].value[item], value) == 0;
+    used += (size_t)snprintf(buf + used, len - used, "%s", count > 1 ? "ranks" : "rank");
+    for (int r = first; r < world && used < len; ++r) {
+        if (done[r] || strcmp(all[r].value[item], value) != 0) continue;
+        done[r] = 1;
+        if (shown++ < 8) used += (size_t)snprintf(buf + used, len - used, "%s %d", shown > 1 ? "," : "", r);
+    }
+    if (shown > 8 && used < len) used += (size_t)snprintf(buf + used, len - used, " and %d more", shown - 8);
+    if (used < len)
+        used += (size_t)snprintf(buf + used, len - used, " (%s%s; %s): %s", count > 1 ? "first on " : "",
+                                 all[first].host, all[first].file, value);
+    return used < len ? used : len;
+}
+
+/* Checks that every rank holds the same values of the n items named what[]
+ * (n <= AGREE_ITEMS); each rank's mine->value[i] is its own. On a
+ * difference every rank fails with one message naming, for each item that
+ * differs, the groups of ranks with their host, cfg file and value.
+ * Collective: rank 0's record, any(differs); on a difference, one bcast
+ * from each other rank. */
+static selsync_status agree(selsync_session *s, const char *const *what, int n, const agree_record *mine,
+                            const char *advice)
 {
     const selsync_comm_ops *ops = s->comm.ops;
+    agree_record *all;
+    uint8_t differs[AGREE_ITEMS] = {0}, any = 0;
     selsync_status st;
-    uint64_t root = layout_hash, len = 0;
+    if (s->world == 1) return SELSYNC_OK;
+    if (!(all = malloc((size_t)s->world * sizeof *all))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+    all[s->rank] = *mine;
+    if ((st = ops->bcast(s->comm.ctx, &all[0], sizeof all[0], 0))) goto comm;
+    for (int i = 0; i < n; ++i) differs[i] = memcmp(all[0].value[i], mine->value[i], AGREE_VALUE) != 0;
+    if ((st = ops->any(s->comm.ctx, differs, (size_t)n))) goto comm;
+    for (int i = 0; i < n; ++i) any |= differs[i];
+    if (!any) {
+        free(all);
+        return SELSYNC_OK;
+    }
+    for (int r = 1; r < s->world; ++r)
+        if ((st = ops->bcast(s->comm.ctx, &all[r], sizeof all[r], r))) goto comm;
+    for (int r = 0; r < s->world; ++r) { /* what came from elsewhere is text */
+        all[r].host[AGREE_HOST - 1] = all[r].file[AGREE_FILE - 1] = '\0';
+        for (int i = 0; i < n; ++i) all[r].value[i][AGREE_VALUE - 1] = '\0';
+    }
+    uint8_t *done = calloc((size_t)s->world, 1);
+    if (!done) {
+        free(all);
+        return FAIL(s, SELSYNC_ENOMEM, "out of memory");
+    }
+    size_t used = (size_t)snprintf(s->err, sizeof s->err, "%s: the ranks do not run the same thing:", s->cfg.file);
+    for (int i = 0; i < n && used < sizeof s->err; ++i) {
+        if (!differs[i]) continue;
+        memset(done, 0, (size_t)s->world);
+        used += (size_t)snprintf(s->err + used, sizeof s->err - used, " %s differs:", what[i]);
+        for (int r = 0; r < s->world && used < sizeof s->err; ++r) {
+            if (done[r]) continue;
+            used += (size_t)snprintf(s->err + used, sizeof s->err - used, " ");
+            if (used < sizeof s->err) used += describe_group(all, s->world, r, i, done, s->err + used,
+                                                             sizeof s->err - used);
+            if (used < sizeof s->err) used += (size_t)snprintf(s->err + used, sizeof s->err - used, ";");
+        }
+    }
+    if (used < sizeof s->err) snprintf(s->err + used, sizeof s->err - used, " %s", advice);
+    free(done);
+    free(all);
+    return SELSYNC_EMISMATCH;
+comm:
+    free(all);
+    return comm_failed(s, st, "comparing what the ranks run");
+}
+
+/* The host and the file (NULL: the cfg) named beside this rank's values. */
+static void where_this_rank_runs(const selsync_session *s, const char *host, const char *file, agree_record *rec)
+{
+    copy_text(rec->host, sizeof rec->host, host && *host ? host : "?");
+    copy_text(rec->file, sizeof rec->file, file ? file : s->cfg.file);
+}
+
+/* ---- load: one network, rank 0's weights and state everywhere ---- */
+
+selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, const selsync_identity *id,
+                                    const char *weights, int required)
+{
+    static const char *const what[] = {"the build", "the cfg (its parsed sections)", "the network built from it"};
+    const selsync_comm_ops *ops = s->comm.ops;
+    selsync_status st;
+    uint64_t len = 0;
+    agree_record mine;
+    char text[AGREE_VALUE];
     s->model = *model;
+    snprintf(s->host_name, sizeof s->host_name, "%s", id->host ? id->host : "");
+    where_this_rank_runs(s, id->host, NULL, &mine);
+    copy_text(mine.value[0], AGREE_VALUE, id->build);
+    snprintf(text, sizeof text, "hash %016" PRIx64, id->cfg_hash);
+    copy_text(mine.value[1], AGREE_VALUE, text);
+    snprintf(text, sizeof text, "layout hash %016" PRIx64, id->layout_hash);
+    copy_text(mine.value[2], AGREE_VALUE, text);
+    if ((st = agree(s, what, 3, &mine, "Every rank must run the same build of darknet with the same cfg.")))
+        return st;
     if (s->world > 1) {
-        uint8_t differs;
-        if ((st = ops->bcast(s->comm.ctx, &root, sizeof root, 0))) return comm_failed(s, st, "sharing the layout");
-        differs = root != layout_hash;
-        if ((st = ops->any(s->comm.ctx, &differs, 1))) return comm_failed(s, st, "comparing the layouts");
-        if (differs)
-            return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->cfg.file, root != layout_hash
-                        ? "the network built from this cfg differs from rank 0's (layers or sizes); every rank "
-                          "must train the same network"
-                        : "another rank built a different network from its cfg");
         for (size_t i = 0; i < model->n_tensors; ++i)
             if ((st = ops->bcast(s->comm.ctx, model->tensors[i].param, model->tensors[i].count * sizeof(float), 0)))
                 return comm_failed(s, st, "sharing the initial weights");
@@ -240,8 +358,17 @@ static selsync_status partition(selsync_session *s, const selsync_data *d, selsy
 selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, selsync_plan *plan)
 {
     selsync_status st;
+    static const char *const what[] = {"the training list"};
+    agree_record mine;
+    char text[AGREE_VALUE];
     memset(plan, 0, sizeof *plan);
     plan->images = d->batch;
+    where_this_rank_runs(s, s->host_name, d->list_source, &mine);
+    snprintf(text, sizeof text, "%zu files, hash %016" PRIx64, d->n, d->list_hash);
+    copy_text(mine.value[0], AGREE_VALUE, text);
+    if ((st = agree(s, what, 1, &mine, "Every rank must read the same training list (the same paths, in the same "
+                    "order).")))
+        return st;
     if (!s->engine && (st = start_engine(s))) return st;
     if (s->cfg.eval_every > 0) {
         s->metric = d->metric;

@@ -7,10 +7,13 @@
  * runs the distributed protocol; this adapter translates Darknet's events
  * and structs into the session's calls and does what needs Darknet:
  *
- *   NETWORK_LOADED  the network as tensors and its layout hash; is the
- *                   weights file a checkpoint (its header's mark)?
- *   TRAIN_BEGIN     every training file's class (its path, or its label
- *                   file); the evaluator and the checkpoint file; then the
+ *   NETWORK_LOADED  the network as tensors and its layout hash, the
+ *                   build id, the parsed cfg's hash and the host name (the
+ *                   ranks compare them); is the weights file a checkpoint
+ *                   (its header's mark)?
+ *   TRAIN_BEGIN     the training list's hash; every training file's
+ *                   class (its path, or its label file); the evaluator
+ *                   and the checkpoint file; then the
  *                   session's plan: this rank's files first in the list,
  *                   sequential loading (seldp), the loader threads, the
  *                   images per load; method ssp on rank 0: end the
@@ -40,9 +43,11 @@
 #include "comm_mpi.h"
 #include "evaluation.h"
 #include "tensors.h"
+#include "selsync/hash.h"
 #include "selsync/labels.h"
 #include "selsync/map.h"
 #include "selsync/session.h"
+#include "selsync_build_id.h"
 
 #define SECTION "[selsync]"
 
@@ -307,11 +312,36 @@ static double score_model(void *user, const float *params)
 
 /* --- events ---------------------------------------------------------------- */
 
+/* Hashes one cfg section as Darknet parsed it: its type and options. */
+static void hash_section(const char *type, int line, const cfg_option *options, int n, void *user)
+{
+    uint64_t *h = user;
+    (void)line;
+    *h = selsync_hash(*h, type, strlen(type) + 1);
+    for (int i = 0; i < n; ++i) {
+        *h = selsync_hash(*h, options[i].key, strlen(options[i].key) + 1);
+        *h = options[i].val ? selsync_hash(*h, options[i].val, strlen(options[i].val) + 1) : selsync_hash(*h, "", 0);
+    }
+}
+
 static void on_loaded(attachment *a, const char *weights)
 {
     int marked = a->ad->rank == 0 && weights && *weights && has_checkpoint_mark(weights);
     selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, a->net->momentum != 0};
-    check(a, selsync_session_load(a->session, &model, darknet_layout_hash(a->net, a->tensors, a->n_tensors), weights, marked));
+    char host[64] = "";
+    uint64_t cfg_hash = SELSYNC_HASH_START;
+    if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
+    visit_cfg_sections(a->cfg.file, hash_section, &cfg_hash);
+    selsync_identity id = {host, SELSYNC_BUILD_ID, cfg_hash, darknet_layout_hash(a->net, a->tensors, a->n_tensors)};
+    check(a, selsync_session_load(a->session, &model, &id, weights, marked));
+}
+
+/* The training list's content: its paths, in order. */
+static uint64_t list_hash(const train_plan *plan)
+{
+    uint64_t h = SELSYNC_HASH_START;
+    for (int i = 0; i < plan->n; ++i) h = selsync_hash(h, plan->paths[i], strlen(plan->paths[i]) + 1);
+    return h;
 }
 
 static void on_train_begin(attachment *a, train_plan *plan)
@@ -334,8 +364,10 @@ static void on_train_begin(attachment *a, train_plan *plan)
     if (a->cfg.eval_every > 0 && ad->rank == 0) eval_prepare(a, plan);
     if (a->cfg.checkpoint_every > 0) checkpoint_path(a, plan);
     int *labels = classes_of(a, plan);
-    selsync_data data = {labels, (size_t)plan->n, plan->classes, plan->images, get_current_batch(a->net),
-                         plan->labels ? "top1" : "map50", a->eval ? (size_t)a->eval->n : 0, a->checkpoint};
+    selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
+                         .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
+                         .step = get_current_batch(a->net), .metric = plan->labels ? "top1" : "map50",
+                         .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint};
     selsync_plan mine;
     check(a, selsync_session_begin(a->session, &data, &mine));
     free(labels);

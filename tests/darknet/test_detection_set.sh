@@ -2,7 +2,8 @@
 # Usage: test_detection_set.sh OUT_BASE
 # Checks scripts/make-detection-set.py: counts, label format and ranges,
 # determinism (same seed -> identical images and labels, other seed differs),
-# idempotence (second run is a no-op) and the missing-source error.
+# idempotence (second run is a no-op), the progress line and the
+# missing-source error.
 set -u
 base=$1
 script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/make-detection-set.py
@@ -22,6 +23,9 @@ gen b "$base/b" --seed 3
 gen c "$base/c" --seed 4
 
 if grep -q "is up to date" "$base/a2.log"; then ok; else bad "second run into a did not say up to date"; fi
+# progress: the last line of it says all 60 are written
+if grep -q "^make-detection-set: 60/60 canvases written (100%, [0-9]* s, about 0 s left)$" "$base/a1.log"; then ok
+else bad "no final progress line in a1.log"; fi
 
 for d in a b c; do
     for s in train:50 valid:10; do

@@ -16,7 +16,9 @@
 #    aside), stderr and files, every weights file identical;
 #  - DARKNET against stock: the same network table, lines, counters and
 #    files, no plugin text; losses agree to 1e-3 and the final weights to
-#    1e-4 (relative), as OpenBLAS and the series' loops round differently.
+#    1e-4 (relative), as OpenBLAS and the series' loops round differently;
+#  - the series' one addition to the iteration line (patch 0029): the
+#    elapsed time on every line, the time left on all but the last.
 set -u
 darknet=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$2 cache=$3 work=$4
 rm -rf "$work"; mkdir -p "$work"
@@ -45,14 +47,19 @@ train() {
     (cd "$work/$1" && "$2" partial ../tiny.cfg "" init.weights 100 >partial.out 2>&1 &&
      "$2" classifier train ../t.data ../tiny.cfg init.weights >out 2>err)
 }
-# stdout without the timings and the losses (compared numerically)
-masked() { grep -v '^Loaded: ' "$1" | sed 's/^\([0-9]*, [0-9.]*\): [-0-9.nai]*, [-0-9.nai]* avg, \(.*\), [0-9.]* seconds, \(.*\)$/\1: L, L avg, \2, T seconds, \3/'; }
+# stdout without the timings (the series' elapsed and left ones too)
+untimed() {
+    grep -v '^Loaded: ' "$1" | sed -e 's/, elapsed [0-9]*:[0-9][0-9]:[0-9][0-9]\(, left [0-9]*:[0-9][0-9]:[0-9][0-9]\)\{0,1\}$//' \
+        -e 's/ [0-9.]* seconds, / T seconds, /'
+}
+# ... and without the losses (compared numerically)
+masked() { untimed "$1" | sed 's/^\([0-9]*, [0-9.]*\): [-0-9.nai]*, [-0-9.nai]* avg, /\1: L, L avg, /'; }
 # same_run A B: identical stdout (timings aside), stderr and weights files
 same_run() {
     masked "$work/$1/out" >"$work/$1/masked"
     masked "$work/$2/out" >"$work/$2/masked"
-    sed 's/ [0-9.]* seconds, / T seconds, /' "$work/$1/out" | grep -v '^Loaded: ' >"$work/$1/untimed"
-    sed 's/ [0-9.]* seconds, / T seconds, /' "$work/$2/out" | grep -v '^Loaded: ' >"$work/$2/untimed"
+    untimed "$work/$1/out" >"$work/$1/untimed"
+    untimed "$work/$2/out" >"$work/$2/untimed"
     diff "$work/$1/untimed" "$work/$2/untimed" && diff "$work/$1/err" "$work/$2/err" &&
         [ "$(cd "$work/$1/backup" && ls)" = "$(cd "$work/$2/backup" && ls)" ] &&
         for f in "$work/$1/init.weights" "$work/$1"/backup/*; do
@@ -68,7 +75,10 @@ train patched "$darknet"
 check "patched: training exits 0" '[ $? -eq 0 ]'
 check "ten iteration lines from stock and patched" \
     '[ "$(grep -c "^[0-9]*, .* avg, .* images$" "$work/stock/out")" -eq 10 ] &&
-     [ "$(grep -c "^[0-9]*, .* avg, .* images$" "$work/patched/out")" -eq 10 ]'
+     [ "$(grep -c "^[0-9]*, .* avg, .* images, elapsed [0-9]*:[0-5][0-9]:[0-5][0-9]" "$work/patched/out")" -eq 10 ]'
+check "patched: the time left on the first nine iteration lines, not on the last" \
+    '[ "$(grep -c "^[0-9]*, .* images, elapsed [0-9:]*, left [0-9]*:[0-5][0-9]:[0-5][0-9]$" "$work/patched/out")" -eq 9 ] &&
+     grep "^10, .* images, elapsed [0-9:]*$" "$work/patched/out" >/dev/null'
 
 check "the series with Darknet's loops (ref) equals stock, bitwise" 'same_run stock ref'
 check "the executable with the plugin equals the series' build without it (cblas), bitwise" 'same_run cblas patched'

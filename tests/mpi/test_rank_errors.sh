@@ -5,7 +5,11 @@
 #  - a cfg that needs more ranks (fedavg_fraction=0.3 leaves no rank of 3
 #    taking part): FILE:LINE, key and value;
 #  - a detection label file that is missing, and one that is malformed
-#    (FILE:LINE), found while every rank computes the data partition.
+#    (FILE:LINE), found while every rank computes the data partition;
+#  - ranks that do not run the same thing (an MPMD job): cfgs that differ
+#    only in delta, training lists that differ in one path; the message
+#    names the ranks, their host and cfg file and what each holds. Two cfg
+#    files that differ only in comments and blanks are the same cfg.
 # An image that cannot be read is met only by the rank that loads it: the
 # job ends, Darknet's message names the image and the plugin names the rank.
 set -u
@@ -62,6 +66,35 @@ check "malformed label file: the job fails (status $rc)" 'failed'
 check "malformed label file: every rank names file and line" 'every_rank malformed "$lab:1: "'
 mv "$lab.kept" "$lab"
 
+# --- ranks that do not run the same thing -------------------------------------------------
+# mpmd NAME CFG_OF_RANK_0 CFG_OF_RANKS_1_2 [DATA_OF_RANKS_1_2]
+mpmd() {
+    name=$1
+    timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 1 "$darknet" classifier train "$work/cls.data" "$2" : \
+        -np 2 "$darknet" classifier train "${4:-$work/cls.data}" "$3" >"$work/$name.out" 2>&1
+    rc=$?
+}
+host=$(hostname)
+cls_cfg "method=selsync
+delta=0.3" >"$work/d3.cfg"
+cls_cfg "method=selsync
+delta=0.25" >"$work/d25.cfg"
+mpmd delta "$work/d3.cfg" "$work/d25.cfg"
+check "cfgs differing in delta: the job fails (status $rc)" 'failed'
+check "cfgs differing in delta: every rank names the ranks, hosts and cfg files" \
+    'every_rank delta "$work/d[0-9]*\.cfg: the ranks do not run the same thing: the cfg (its parsed sections) differs: rank 0 ($host; $work/d3\.cfg): hash [0-9a-f]\{16\}; ranks 1, 2 (first on $host; $work/d25\.cfg): hash [0-9a-f]\{16\};"'
+check "cfgs differing in delta: the build and the network agree" \
+    '! grep -q "the build differs\|the network built from it differs" "$work/delta.out"'
+{ echo "# the same cfg, other comments and blanks"; sed 's/^\(.*\)=\(.*\)$/  \1 = \2  /' "$work/d3.cfg"; } >"$work/d3-spaced.cfg"
+mpmd spaced "$work/d3.cfg" "$work/d3-spaced.cfg"
+check "cfgs differing only in comments and blanks train together (status $rc)" '[ "$rc" -eq 0 ]'
+sed '$s#u5_c5_#u4_c4_#' "$work/train.list" >"$work/other.list"
+sed "s#$work/train.list#$work/other.list#" "$work/cls.data" >"$work/other.data"
+mpmd lists "$work/d3.cfg" "$work/d3.cfg" "$work/other.data"
+check "lists differing in a path: the job fails (status $rc)" 'failed'
+check "lists differing in a path: every rank names both lists" \
+    'every_rank lists "$work/d3\.cfg: the ranks do not run the same thing: the training list differs: rank 0 ($host; $work/cls\.data): 6 files, hash [0-9a-f]\{16\}; ranks 1, 2 (first on $host; $work/other\.data): 6 files, hash [0-9a-f]\{16\};"'
+
 # --- an image that cannot be read --------------------------------------------------------
 echo "not an image" >"$work/bad_c7_.png"
 echo "$work/bad_c7_.png" >>"$work/train.list"
@@ -71,6 +104,6 @@ check "unreadable image: the job fails (status $rc)" 'failed'
 check "unreadable image: the message names it" 'grep -q "Cannot load image \"$work/bad_c7_.png\"" "$work/image.out"'
 check "unreadable image: the rank that met it is named" 'grep -q "^selsync: rank [0-2] exited without finishing" "$work/image.out"'
 
-[ "$fail" -gt 0 ] && for f in fed missing malformed image; do echo "--- $f"; grep "selsync\|Cannot" "$work/$f.out" | head -8; done
+[ "$fail" -gt 0 ] && for f in fed missing malformed delta spaced lists image; do echo "--- $f"; grep "selsync\|Cannot" "$work/$f.out" | head -8; done
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -103,6 +103,7 @@ static selsync_status m_bcast(void *ctx, void *buf, size_t bytes, int root)
     } else if (m->bcast_from[root]) {
         if (m->bcast_from_n[root] < bytes) return SELSYNC_ECOMM;
         memcpy(buf, m->bcast_from[root], bytes);
+        if (m->bcast_from_once[root]) m->bcast_from[root] = NULL;
     }
     return SELSYNC_OK;
 }

@@ -57,9 +57,11 @@ typedef struct mock_comm {
      * at the root keeps a copy of what it sent (up to MOCK_MAX_ELEMS floats)
      * and leaves buf alone; elsewhere copies the scripted data of the root,
      * bcast_from[root] (bcast_from_n[root] bytes, at least `bytes`), into
-     * buf, or leaves buf alone when none is scripted. */
+     * buf, or leaves buf alone when none is scripted; with
+     * bcast_from_once[root] the scripted data serves one call only. */
     const void *bcast_from[MOCK_MAX_RANKS];
     size_t bcast_from_n[MOCK_MAX_RANKS];
+    int bcast_from_once[MOCK_MAX_RANKS];
     int bcast_calls;
     int bcast_root[MOCK_MAX_QUEUE];
     size_t bcast_bytes[MOCK_MAX_QUEUE];

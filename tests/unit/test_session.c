@@ -75,6 +75,14 @@ static int teardown(void **state)
     return 0;
 }
 
+/* What this rank runs: one build and cfg everywhere, the network's layout. */
+static const selsync_identity *identity(uint64_t layout)
+{
+    static selsync_identity id;
+    id = (selsync_identity){"host-a", "selsync-darknet 9 (sources 1)", 5, layout};
+    return &id;
+}
+
 static selsync_session *open_session(fx *f, const selsync_comm *comm)
 {
     char err[512];
@@ -98,7 +106,7 @@ static void train(fx *f, int steps)
 
 static void begin(fx *f, selsync_plan *plan)
 {
-    selsync_data d = {NULL, 0, 0, 8, 0, "top1", 10, f->ckpt};
+    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt};
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
 
@@ -109,7 +117,7 @@ static void start_single(fx *f, const char *weights)
     selsync_plan plan;
     one = selsync_comm_single();
     open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 42, weights, weights != NULL), SELSYNC_OK);
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(42), weights, weights != NULL), SELSYNC_OK);
     begin(f, &plan);
 }
 
@@ -137,7 +145,7 @@ static void test_checkpoint_round_trip(void **state)
     fputc(0x7f, io);
     fclose(io);
     open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 42, f->ckpt, 1), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(42), f->ckpt, 1), SELSYNC_EMISMATCH);
     assert_non_null(strstr(selsync_session_error(f->s), f->ckpt));
     assert_non_null(strstr(selsync_session_error(f->s), "damaged checkpoint"));
 }
@@ -177,8 +185,8 @@ static void test_sequential_position(void **state)
     int labels[10] = {0}, images = 8;
     f->cfg.partition = SELSYNC_PARTITION_SELDP;
     open_session(f, &one);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, 10, 1, 4, 0, NULL, 0, NULL};
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
+    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.sequential);
     assert_int_equal(plan.count, 10);
@@ -187,28 +195,108 @@ static void test_sequential_position(void **state)
     for (int i = 0; i < 14; i++) assert_int_equal(selsync_session_next_sample(f->s), (size_t)(i % 10));
 }
 
-/* Ranks that built different networks, and a failed collective, end with
- * a message naming what was done. */
+/* What a rank holds in the agreement, as session.c sends it: host, cfg
+ * file, then the values compared (as text, zero-padded). */
+typedef struct record {
+    char host[64], file[160];
+    char value[4][80];
+} record;
+
+static record record_of(const char *host, const char *file, const char *build, uint64_t cfg, uint64_t layout)
+{
+    record r;
+    memset(&r, 0, sizeof r);
+    snprintf(r.host, sizeof r.host, "%s", host);
+    snprintf(r.file, sizeof r.file, "%s", file);
+    snprintf(r.value[0], sizeof r.value[0], "%s", build);
+    snprintf(r.value[1], sizeof r.value[1], "hash %016llx", (unsigned long long)cfg);
+    snprintf(r.value[2], sizeof r.value[2], "layout hash %016llx", (unsigned long long)layout);
+    return r;
+}
+
+/* Rank 1 of 3 with rank 0's cfg different and rank 2's build different:
+ * every rank fails with one message that names, per item, which ranks on
+ * which hosts with which cfg file hold which value; no tensor is sent. */
+static void test_ranks_disagree(void **state)
+{
+    fx *f = *state;
+    mock_comm m;
+    const selsync_identity *me = identity(42);
+    record r0 = record_of("host-a", "a.cfg", me->build, 6, 42);
+    record r2 = record_of("host-c", "test.cfg", "selsync-darknet 8 (sources 0)", 5, 42);
+    uint8_t rank2_flags[3] = {1, 0, 0};
+    mock_init(&m, 1, 3);
+    m.bcast_from[0] = &r0;
+    m.bcast_from_n[0] = sizeof r0;
+    m.bcast_from[2] = &r2;
+    m.bcast_from_n[2] = sizeof r2;
+    mock_script_any(&m, rank2_flags, 3);
+    selsync_comm c = mock_as_comm(&m);
+    open_session(f, &c);
+    assert_int_equal(selsync_session_load(f->s, &f->model, me, NULL, 0), SELSYNC_EMISMATCH);
+    const char *e = selsync_session_error(f->s);
+    assert_non_null(strstr(e, "test.cfg: the ranks do not run the same thing:"));
+    assert_non_null(strstr(e, "the build differs: ranks 0, 1 (first on host-a; a.cfg): selsync-darknet 9 (sources 1); "
+                              "rank 2 (host-c; test.cfg): selsync-darknet 8 (sources 0);"));
+    assert_non_null(strstr(e, "the cfg (its parsed sections) differs: rank 0 (host-a; a.cfg): hash 0000000000000006; "
+                              "ranks 1, 2 (first on host-a; test.cfg): hash 0000000000000005;"));
+    assert_null(strstr(e, "the network built from it differs"));
+    assert_int_equal(m.bcast_calls, 3); /* rank 0's record, then ranks 1 and 2: no tensor */
+
+    /* all alike: one record and one flag exchange, then the tensors */
+    record same = record_of("host-b", "test.cfg", me->build, 5, 42);
+    mock_init(&m, 1, 2);
+    m.bcast_from[0] = &same;
+    m.bcast_from_n[0] = sizeof same;
+    m.bcast_from_once[0] = 1;
+    c = mock_as_comm(&m);
+    open_session(f, &c);
+    assert_int_equal(selsync_session_load(f->s, &f->model, me, NULL, 0), SELSYNC_OK);
+    assert_int_equal(m.any_calls, 1);
+    assert_int_equal(m.any_last_n, 3);
+}
+
+/* A training list of another length or content: every rank fails before
+ * the engine starts, naming both lists. */
+static void test_training_lists_disagree(void **state)
+{
+    fx *f = *state;
+    mock_comm m;
+    selsync_plan plan;
+    int labels[4] = {0, 1, 0, 1};
+    record r0, same = record_of("host-a", "test.cfg", identity(1)->build, 5, 1);
+    memset(&r0, 0, sizeof r0);
+    strcpy(r0.host, "host-a");
+    strcpy(r0.file, "a.data");
+    strcpy(r0.value[0], "5 files, hash 0000000000000009");
+    mock_init(&m, 1, 2);
+    m.bcast_from[0] = &same;
+    m.bcast_from_n[0] = sizeof same;
+    m.bcast_from_once[0] = 1;
+    selsync_comm c = mock_as_comm(&m);
+    open_session(f, &c);
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
+    m.bcast_from[0] = &r0; /* now rank 0's list */
+    m.bcast_from_n[0] = sizeof r0;
+    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL};
+    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_EMISMATCH);
+    assert_non_null(strstr(selsync_session_error(f->s), "the training list differs: rank 0 (host-a; a.data): "
+                           "5 files, hash 0000000000000009; rank 1 (host-a; b.data): 4 files, hash "
+                           "0000000000000009;"));
+}
+
+/* A failed collective ends with a message naming what was done. */
 static void test_load_errors(void **state)
 {
     fx *f = *state;
     mock_comm m;
-    uint64_t other = 7;
-    mock_init(&m, 1, 2);
-    m.bcast_from[0] = &other;
-    m.bcast_from_n[0] = sizeof other;
-    selsync_comm c = mock_as_comm(&m);
-    open_session(f, &c);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 42, NULL, 0), SELSYNC_EMISMATCH);
-    assert_non_null(strstr(selsync_session_error(f->s), "differs from rank 0's"));
-
     mock_init(&m, 0, 2);
     m.fail_bcast_call = 1;
-    c = mock_as_comm(&m);
+    selsync_comm c = mock_as_comm(&m);
     open_session(f, &c);
-    assert_int_equal(selsync_session_load(f->s, &f->model, 42, NULL, 0), SELSYNC_ECOMM);
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(42), NULL, 0), SELSYNC_ECOMM);
     assert_string_equal(selsync_session_error(f->s),
-                        "sharing the layout: mock communicator: call failed as scripted");
+                        "comparing what the ranks run: mock communicator: call failed as scripted");
 }
 
 /* Method ssp: rank 0 serves and does not train. */
@@ -222,8 +310,8 @@ static void test_ssp_server_plan(void **state)
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = SELSYNC_METHOD_SSP;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 2, 2, 0, NULL, 0, NULL};
-    assert_int_equal(selsync_session_load(f->s, &f->model, 1, NULL, 0), SELSYNC_OK);
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL};
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.serve_only);
     assert_int_equal(plan.count, 4); /* the server only reports the partition */
@@ -236,6 +324,8 @@ int main(void)
         T(test_checkpoint_round_trip),
         T(test_evaluation_schedule),
         T(test_sequential_position),
+        T(test_ranks_disagree),
+        T(test_training_lists_disagree),
         T(test_load_errors),
         T(test_ssp_server_plan),
     };

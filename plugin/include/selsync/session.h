@@ -48,10 +48,21 @@ typedef struct selsync_host {
     int (*save_model)(void *user, const char *path);
 } selsync_host;
 
+/* What every rank must share to train with the others, compared when the
+ * model is loaded (the host name only names the rank in messages). */
+typedef struct selsync_identity {
+    const char *host;           /* this rank's host name */
+    const char *build;          /* the program's build id (version and a hash of its sources) */
+    uint64_t cfg_hash;          /* the cfg as parsed: every section, every option */
+    uint64_t layout_hash;       /* the network built from it: layers and tensor sizes */
+} selsync_identity;
+
 /* The training data as the protocol sees it. */
 typedef struct selsync_data {
     const int *labels;          /* class of every sample of the list, -1 = none */
     size_t n;                   /* samples in the list */
+    uint64_t list_hash;         /* the list's content (its paths, in order) */
+    const char *list_source;    /* the file that names the list (for messages; NULL: the cfg) */
     int classes;
     int batch;                  /* samples a step trains on */
     uint64_t step;              /* the host's steps done so far (seeds this rank's sampling) */
@@ -77,14 +88,17 @@ typedef struct selsync_plan {
 selsync_status selsync_session_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_host *host,
                                       selsync_session **out, char *err, size_t errlen);
 
-/* The model built: checks that every rank built the same layout
- * (layout_hash), gives every rank rank 0's parameters and, when rank 0's
- * weights file (weights, NULL or "" for none) is a checkpoint, every rank
- * its state (required: the host knows the file as one). Collective. */
-selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, uint64_t layout_hash,
+/* The model built: checks that every rank runs the same build and cfg and
+ * built the same network (id; a difference fails on every rank with one
+ * message naming the ranks, hosts and cfg files that differ), gives every
+ * rank rank 0's parameters and, when rank 0's weights file (weights, NULL
+ * or "" for none) is a checkpoint, every rank its state (required: the
+ * host knows the file as one). Collective. */
+selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, const selsync_identity *id,
                                     const char *weights, int required);
 
-/* A trainer starts: creates the engine (resuming a checkpoint's state),
+/* A trainer starts: checks that every rank has the same training list (its
+ * length and list_hash), creates the engine (resuming a checkpoint's state),
  * partitions data (data->n == 0: the host feeds its own data) and plans
  * injection. Collective. */
 selsync_status selsync_session_begin(selsync_session *s, const selsync_data *data, selsync_plan *plan);
