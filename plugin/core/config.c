@@ -249,6 +249,7 @@ static const char *p_log(selsync_config *c, const char *v)
 }
 
 static const char *p_eval_every(selsync_config *c, const char *v) { return parse_int(v, 0, 100000000, &c->eval_every); }
+static const char *p_chart_every(selsync_config *c, const char *v) { return parse_int(v, 0, 100000000, &c->chart_every); }
 static const char *p_checkpoint_every(selsync_config *c, const char *v)
 {
     return parse_int(v, 0, 100000000, &c->checkpoint_every);
@@ -288,6 +289,7 @@ static const struct key_info {
     [SELSYNC_KEY_EVAL_EVERY] = {p_eval_every, ALL_METHODS, "an integer from 0 to 100000000 (0 = never)"},
     [SELSYNC_KEY_CHECKPOINT_EVERY] = {p_checkpoint_every, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP),
                                       "an integer from 0 to 100000000 (0 = never)"},
+    [SELSYNC_KEY_CHART_EVERY] = {p_chart_every, ALL_METHODS, "an integer from 0 to 100000000 (0 = no chart)"},
     [SELSYNC_KEY_ON_NONFINITE] = {p_on_nonfinite, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "stop, skip"},
 };
 
@@ -310,6 +312,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->ssp_staleness = 100;
     cfg->partition = SELSYNC_PARTITION_IID;
     cfg->seed = 1;
+    cfg->chart_every = 100;
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
 }

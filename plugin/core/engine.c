@@ -739,6 +739,11 @@ void selsync_exclude_time(selsync_engine *e)
     e->t_mark = now;
 }
 
+double selsync_train_seconds(const selsync_engine *e)
+{
+    return e ? e->t_mark - e->t_start - e->tot.t_excluded : 0.0;
+}
+
 selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double score, double eval_s)
 {
     if (!e || !metric) return SELSYNC_EINVAL;
@@ -746,7 +751,7 @@ selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double sc
     double wall = e->t_mark - e->t_start;
     if (write_header(e) != 0 ||
         fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f\t%s=%.6f\teval_s=%.3f\n", e->step,
-                wall, wall - e->tot.t_excluded, metric, score, eval_s) < 0 ||
+                wall, selsync_train_seconds(e), metric, score, eval_s) < 0 ||
         fflush(e->log) != 0)
         return log_failed(e);
     return SELSYNC_OK;

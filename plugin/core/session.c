@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "selsync/chart.h"
 #include "selsync/checkpoint.h"
 #include "selsync/engine.h"
 #include "selsync/inject.h"
@@ -66,6 +67,7 @@ struct selsync_session {
     size_t heldout;              /* evaluation: held-out samples */
     uint64_t evaluated;          /* steps done at the last evaluation */
     selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
+    selsync_chart *chart;        /* the console rank, with chart_every: the training chart */
     char host_name[64];          /* this rank's host, for messages */
     char err[2048];
 };
@@ -96,6 +98,40 @@ static selsync_status engine_failed(selsync_session *s)
 
 /* The ranks that share the data: all, or with ssp the workers. */
 static int parts(const selsync_session *s) { return s->world - s->ssp; }
+
+/* ---- the training chart (the console rank: 0, or with ssp the first worker) ---- */
+
+/* A failed chart is a warning: training goes on without it. */
+static void chart_failed(selsync_session *s, const char *why)
+{
+    say(s, "training chart: %s; training goes on without it", why);
+    selsync_chart_destroy(s->chart);
+    s->chart = NULL;
+}
+
+static void start_chart(selsync_session *s, const char *png)
+{
+    char title[600], err[1024];
+    const char *base = strrchr(s->cfg.file, '/');
+    if (s->cfg.chart_every == 0 || !png || !*png || s->rank != s->ssp) return;
+    snprintf(title, sizeof title, "%s: %s, %d rank%s%s", base ? base + 1 : s->cfg.file,
+             selsync_method_name(s->cfg.method), s->world, s->world == 1 ? "" : "s",
+             s->ssp ? " (the first worker's steps)" : "");
+    if (selsync_chart_create(png, title, &s->chart, err, sizeof err)) {
+        chart_failed(s, err);
+        return;
+    }
+    say(s, "training chart %s, redrawn every %d steps and after every evaluation", png, s->cfg.chart_every);
+}
+
+/* Draws in the background now (now), or only reaps a finished drawing. */
+static void update_chart(selsync_session *s, int now)
+{
+    char err[1024];
+    if (!s->chart) return;
+    if (!now) selsync_chart_poll(s->chart);
+    else if (selsync_chart_draw(s->chart, err, sizeof err)) chart_failed(s, err);
+}
 
 selsync_status selsync_session_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_host *host,
                                       selsync_session **out, char *err, size_t errlen)
@@ -381,6 +417,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                         "long", s->cfg.file);
         if (s->rank == 0) say(s, "checkpoint every %d steps to %s", s->cfg.checkpoint_every, s->checkpoint);
     }
+    if (!s->chart) start_chart(s, d->chart);
     /* this rank's sampling: the same seed gives the same run (a resumed run
      * draws anew from where it resumed) */
     selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed + d->step);
@@ -496,6 +533,9 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
     }
     say(s, "step %llu: %s %.4f on %zu held-out images (%.2f s, not counted as training)",
         (unsigned long long)selsync_session_steps(s), what, score, s->heldout, took);
+    if (s->chart)
+        selsync_chart_add_eval(s->chart, selsync_session_steps(s), selsync_train_seconds(s->engine), s->metric,
+                               score);
     return selsync_log_eval(s->engine, s->metric, score, took) ? engine_failed(s) : SELSYNC_OK;
 }
 
@@ -562,11 +602,19 @@ selsync_status selsync_session_after_update(selsync_session *s)
     selsync_status st;
     if (selsync_after_update(s->engine)) return engine_failed(s);
     uint64_t steps = selsync_session_steps(s);
+    if (s->chart) {
+        const selsync_step *x = selsync_last_step(s->engine);
+        selsync_totals t;
+        selsync_get_totals(s->engine, &t);
+        selsync_chart_add_step(s->chart, x->step, selsync_train_seconds(s->engine), x->loss,
+                               x->decision == SELSYNC_SYNC_STEP, t.bytes_sent);
+    }
     if (s->cfg.checkpoint_every > 0 && steps % (uint64_t)s->cfg.checkpoint_every == 0 &&
         (st = checkpoint(s, steps)))
         return st;
-    if (s->metric && !s->ssp && steps % (uint64_t)s->cfg.eval_every == 0 && (st = evaluate(s, steps)))
-        return st;
+    int evaluating = s->metric && !s->ssp && steps % (uint64_t)s->cfg.eval_every == 0;
+    if (evaluating && (st = evaluate(s, steps))) return st;
+    update_chart(s, evaluating || steps % (uint64_t)(s->cfg.chart_every ? s->cfg.chart_every : 1) == 0);
     return SELSYNC_OK;
 }
 
@@ -645,6 +693,10 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
     uint64_t steps = selsync_session_steps(s);
     if (s->metric && s->rank == 0 && (s->ssp || s->evaluated != steps) && (st = record_evaluation(s, NULL)))
         return st;
+    if (s->chart) {
+        char err[1024];
+        if (selsync_chart_finish(s->chart, err, sizeof err)) chart_failed(s, err);
+    }
     return summary(s, out);
 }
 
@@ -680,6 +732,7 @@ void selsync_session_abort(selsync_session *s)
 void selsync_session_destroy(selsync_session *s)
 {
     if (!s) return;
+    selsync_chart_destroy(s->chart);
     selsync_destroy(s->engine);
     free(s->order);
     free(s->senders);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "selsync/chart.h"
 #include "selsync/labels.h"
 
 /* One line "selsync: ..." to stderr, in one write. */
@@ -183,12 +184,48 @@ static int map_command(int argc, char **argv)
     return status;
 }
 
+/* --- darknet selsync chart: the training chart of a finished run ------------ */
+
+/* darknet selsync chart METRICS [PNG]: draws the chart training draws (loss,
+ * held-out score, synchronised steps and bytes against training time) from
+ * a metrics file (log= of [selsync]) into PNG, by default METRICS with its
+ * extension replaced by .png. */
+static int chart_command(int argc, char **argv)
+{
+    char png[4096], err[1024];
+    selsync_chart *chart = NULL;
+    if (argc < 4 || argc > 5) {
+        fprintf(stderr, "usage: %s selsync chart METRICS [PNG]\n", argv[0]);
+        return EXIT_FAILURE;
+    }
+    const char *metrics = argv[3], *slash = strrchr(metrics, '/'), *dot = strrchr(metrics, '.');
+    size_t stem = dot && (!slash || dot > slash + 1) ? (size_t)(dot - metrics) : strlen(metrics);
+    if (snprintf(png, sizeof png, "%.*s.png", (int)stem, metrics) >= (int)sizeof png && argc == 4) {
+        say("%s: path too long", metrics);
+        return EXIT_FAILURE;
+    }
+    if (argc == 5) snprintf(png, sizeof png, "%s", argv[4]);
+    selsync_status st = selsync_chart_create(png, slash ? slash + 1 : metrics, &chart, err, sizeof err);
+    if (!st) st = selsync_chart_read_metrics(chart, metrics, err, sizeof err);
+    if (!st) st = selsync_chart_finish(chart, err, sizeof err);
+    selsync_chart_destroy(chart);
+    if (st) {
+        say("%s", err);
+        return EXIT_FAILURE;
+    }
+    printf("%s\n", png);
+    return EXIT_SUCCESS;
+}
+
 int darknet_plugin_command(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "selsync") && !strcmp(argv[2], "map"))
         return map_command(argc, argv);
+    if (argc >= 3 && !strcmp(argv[1], "selsync") && !strcmp(argv[2], "chart"))
+        return chart_command(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "selsync")) {
-        fprintf(stderr, "usage: %s selsync map DATA CFG WEIGHTS\n", argv[0]);
+        fprintf(stderr, "usage: %s selsync map DATA CFG WEIGHTS\n"
+                        "       %s selsync chart METRICS [PNG]\n", argv[0], argv[0]);
         return EXIT_FAILURE;
     }
     return -1;

@@ -74,6 +74,7 @@ typedef struct attachment {
     selsync_session *session;
     evaluator *eval;             /* rank 0 with eval_every, from TRAIN_BEGIN on */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
+    char chart[4096];            /* the training chart the console rank draws */
     struct attachment *next;
 } attachment;
 
@@ -150,17 +151,20 @@ static int save_checkpoint_model(void *user, const char *path)
     return mark_checkpoint(path);
 }
 
-/* The checkpoint file: BACKUP/CFGNAME_checkpoint.weights, BACKUP being
- * backup= of the data file (Darknet's default otherwise). */
-static void checkpoint_path(attachment *a, const train_plan *plan)
+/* BACKUP/PREFIX CFGNAME SUFFIX into path, BACKUP being backup= of the data
+ * file (Darknet's default otherwise): where rank 0 writes the checkpoint
+ * and the training chart. */
+static void backup_file(attachment *a, const train_plan *plan, const char *prefix, const char *suffix, char *path,
+                        size_t len)
 {
     list *options = plan->datacfg ? read_data_cfg(plan->datacfg) : NULL;
     const char *backup = options ? option_find_str(options, "backup", "/backup/") : "backup";
     char *base = basecfg((char *)a->cfg.file);
-    int n = snprintf(a->checkpoint, sizeof a->checkpoint, "%s/%s_checkpoint.weights", backup, base);
+    int n = snprintf(path, len, "%s/%s%s%s", backup, prefix, base, suffix);
     free(base);
     if (options) free_data_cfg(options);
-    if (n < 0 || (size_t)n >= sizeof a->checkpoint) fatal(a->ad, "checkpoint path too long");
+    if (n < 0 || (size_t)n >= len) fatal(a->ad, "%s: the path of %s%s%s in the backup folder is too long",
+                                         a->cfg.file, prefix, "CFGNAME", suffix);
 }
 
 /* --- training data ------------------------------------------------------------- */
@@ -362,12 +366,15 @@ static void on_train_begin(attachment *a, train_plan *plan)
     }
     check_labels(a, plan);
     if (a->cfg.eval_every > 0 && ad->rank == 0) eval_prepare(a, plan);
-    if (a->cfg.checkpoint_every > 0) checkpoint_path(a, plan);
+    if (a->cfg.checkpoint_every > 0)
+        backup_file(a, plan, "", "_checkpoint.weights", a->checkpoint, sizeof a->checkpoint);
+    if (a->cfg.chart_every > 0) backup_file(a, plan, "chart_", ".png", a->chart, sizeof a->chart);
     int *labels = classes_of(a, plan);
     selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
                          .step = get_current_batch(a->net), .metric = plan->labels ? "top1" : "map50",
-                         .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint};
+                         .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint,
+                         .chart = a->chart};
     selsync_plan mine;
     check(a, selsync_session_begin(a->session, &data, &mine));
     free(labels);

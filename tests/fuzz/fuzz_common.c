@@ -89,7 +89,7 @@ static void check_ranges(const selsync_config *c)
     CHECK(c->inject_beta >= 0 && c->inject_beta <= 1);
     CHECK((c->inject_alpha > 0) == (c->inject_beta > 0));
     CHECK(memchr(c->log, '\0', sizeof c->log) != NULL);
-    CHECK(c->eval_every >= 0 && c->checkpoint_every >= 0);
+    CHECK(c->eval_every >= 0 && c->checkpoint_every >= 0 && c->chart_every >= 0);
     CHECK(c->on_nonfinite == SELSYNC_NONFINITE_STOP || c->on_nonfinite == SELSYNC_NONFINITE_SKIP);
 }
 

@@ -10,6 +10,9 @@
 #    models (before the final average, which computes the same mean);
 #  - 15 steps: the last row is scored at the end, after the final average.
 # Every row names its step, and train_s <= wall_s.
+# The training chart: rank 0 draws BACKUP/chart_CFGNAME.png (chart_every's
+# default) during training; `darknet selsync chart` draws one from a
+# finished run's metrics file, and names file and line of a malformed row.
 set -u
 darknet=$1 src=$2 work=$3
 rm -rf "$work"; mkdir -p "$work/backup"
@@ -45,6 +48,18 @@ for steps in 20 15; do
              END { exit !(n > 0 && !bad) }" "$work/$name.0.tsv"'
     check "$steps steps: only rank 0 writes eval rows" '! grep -q "^# eval" "$work/$name.1.tsv"'
 done
-[ "$fail" -gt 0 ] && tail -n 5 "$work"/eval*.out
+
+# png_ok FILE: a PNG signature
+png_ok() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+check "training drew the chart in the backup folder" 'png_ok "$work/backup/chart_eval20.png"'
+check "only the console rank announces it" '[ "$(grep -c "training chart .*chart_eval20.png" "$work/eval20.out")" -eq 1 ]'
+"$darknet" selsync chart "$work/eval20.0.tsv" >"$work/chart.out" 2>&1
+check "selsync chart of a finished run: exit 0, METRICS.png named" \
+    '[ $? -eq 0 ] && [ "$(cat "$work/chart.out")" = "$work/eval20.0.png" ] && png_ok "$work/eval20.0.png"'
+{ head -n 5 "$work/eval20.0.tsv"; printf '4\tnot-a-loss\n'; } >"$work/bad.tsv"
+"$darknet" selsync chart "$work/bad.tsv" "$work/bad.png" >"$work/bad-chart.out" 2>&1
+check "selsync chart of a malformed file: exit 1, file and line named, no picture" \
+    '[ $? -eq 1 ] && grep -q "$work/bad.tsv:6: " "$work/bad-chart.out" && [ ! -e "$work/bad.png" ]'
+[ "$fail" -gt 0 ] && tail -n 5 "$work"/eval*.out "$work"/*chart.out
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -93,6 +93,7 @@ static void test_defaults(void **state)
     assert_string_equal(c->log, "");
     assert_int_equal(c->eval_every, 0);
     assert_int_equal(c->checkpoint_every, 0);
+    assert_int_equal(c->chart_every, 100);
     assert_int_equal(c->on_nonfinite, SELSYNC_NONFINITE_STOP);
     assert_string_equal(c->file, FILE_NAME);
     assert_int_equal(c->section_line, 3);
@@ -257,6 +258,14 @@ static void test_parse_eval_every(void **state)
     assert_int_equal(f->cfg.eval_every, 100000000);
 }
 
+static void test_parse_chart_every(void **state)
+{
+    fixture *f = *state;
+    expect_bad(f, "chart_every", "-1", 6, "out of range");
+    assert_int_equal(set(f, "chart_every", "0", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.chart_every, 0);
+}
+
 static void test_parse_checkpoint_and_nonfinite(void **state)
 {
     fixture *f = *state;
@@ -303,7 +312,7 @@ static void test_unknown_key(void **state)
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
                                 "smoothing, warmup, granularity, aggregate, sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
-                                "log, eval_every, checkpoint_every, on_nonfinite");
+                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite");
 }
 
 static void test_key_case_sensitive(void **state)
@@ -848,6 +857,7 @@ int main(void)
         T(test_parse_seed_max),
         T(test_parse_log),
         T(test_parse_eval_every),
+        T(test_parse_chart_every),
         T(test_parse_checkpoint_and_nonfinite),
         T(test_checkpoint_not_for_ssp),
         T(test_whitespace_trimmed),

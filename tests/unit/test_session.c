@@ -23,7 +23,7 @@ typedef struct fx {
     selsync_tensor t;
     selsync_model model;
     selsync_config cfg;
-    char dir[64], ckpt[128];
+    char dir[64], ckpt[128], chart[128];
     int scores, saves;
     uint64_t scored_at[16];
     float scored_first[16];
@@ -54,6 +54,7 @@ static int setup(void **state)
     strcpy(f->dir, "/tmp/selsync-session-XXXXXX");
     if (!f || !mkdtemp(f->dir)) return -1;
     snprintf(f->ckpt, sizeof f->ckpt, "%s/ck.weights", f->dir);
+    snprintf(f->chart, sizeof f->chart, "%s/chart.png", f->dir);
     f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED};
     f->model = (selsync_model){&f->t, 1, 1, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
@@ -68,6 +69,7 @@ static int teardown(void **state)
     char tmp[160];
     selsync_session_destroy(f->s);
     remove(f->ckpt);
+    remove(f->chart);
     snprintf(tmp, sizeof tmp, "%s.tmp", f->ckpt);
     remove(tmp);
     rmdir(f->dir);
@@ -106,7 +108,7 @@ static void train(fx *f, int steps)
 
 static void begin(fx *f, selsync_plan *plan)
 {
-    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt};
+    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart};
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
 
@@ -175,6 +177,34 @@ static void test_evaluation_schedule(void **state)
     fclose(devnull);
 }
 
+/* The training chart: drawn during training and complete at the end (a
+ * PNG), with the evaluations; chart_every = 0 draws none. Needs gnuplot
+ * (scripts/install-deps.sh installs it). */
+static void test_chart_drawn(void **state)
+{
+    fx *f = *state;
+    unsigned char head[8];
+    f->cfg.eval_every = 3;
+    f->cfg.chart_every = 2;
+    start_single(f, NULL);
+    train(f, 7);
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_int_equal(selsync_session_end(f->s, devnull), SELSYNC_OK);
+    FILE *png = fopen(f->chart, "rb");
+    assert_non_null(png);
+    assert_int_equal(fread(head, 1, 8, png), 8);
+    fclose(png);
+    assert_memory_equal(head, "\x89PNG\r\n\x1a\n", 8);
+    remove(f->chart);
+
+    f->cfg.chart_every = 0;
+    start_single(f, NULL);
+    train(f, 4);
+    assert_int_equal(selsync_session_end(f->s, devnull), SELSYNC_OK);
+    fclose(devnull);
+    assert_null(fopen(f->chart, "rb"));
+}
+
 /* The sequential walk: a checkpoint records the position of the batches
  * requested before it, not of loads made since. */
 static void test_sequential_position(void **state)
@@ -186,7 +216,7 @@ static void test_sequential_position(void **state)
     f->cfg.partition = SELSYNC_PARTITION_SELDP;
     open_session(f, &one);
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL};
+    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.sequential);
     assert_int_equal(plan.count, 10);
@@ -278,7 +308,7 @@ static void test_training_lists_disagree(void **state)
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     m.bcast_from[0] = &r0; /* now rank 0's list */
     m.bcast_from_n[0] = sizeof r0;
-    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL};
+    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_EMISMATCH);
     assert_non_null(strstr(selsync_session_error(f->s), "the training list differs: rank 0 (host-a; a.data): "
                            "5 files, hash 0000000000000009; rank 1 (host-a; b.data): 4 files, hash "
@@ -310,7 +340,7 @@ static void test_ssp_server_plan(void **state)
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = SELSYNC_METHOD_SSP;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL};
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL};
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.serve_only);
@@ -324,6 +354,7 @@ int main(void)
         T(test_checkpoint_round_trip),
         T(test_evaluation_schedule),
         T(test_sequential_position),
+        T(test_chart_drawn),
         T(test_ranks_disagree),
         T(test_training_lists_disagree),
         T(test_load_errors),

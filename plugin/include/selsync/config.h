@@ -64,6 +64,7 @@ typedef enum selsync_partition {
     X(LOG, "log")                         \
     X(EVAL_EVERY, "eval_every")           \
     X(CHECKPOINT_EVERY, "checkpoint_every") \
+    X(CHART_EVERY, "chart_every")         \
     X(ON_NONFINITE, "on_nonfinite")
 
 typedef enum selsync_config_key {
@@ -97,6 +98,7 @@ typedef struct selsync_config {
     char log[SELSYNC_PATH_MAX];    /* per-rank metrics path, "%r" = rank; "" = none */
     int eval_every;                /* steps between evaluations; 0 = never */
     int checkpoint_every;          /* steps between checkpoints; 0 = never */
+    int chart_every;               /* steps between redraws of the training chart; 0 = no chart */
     selsync_nonfinite on_nonfinite; /* a NaN/Inf loss or gradient norm */
 
     /* Provenance, for messages: the cfg file, the section's line, and the

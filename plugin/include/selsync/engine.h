@@ -113,6 +113,10 @@ const float *selsync_consensus(selsync_engine *e);
  * checkpointing. */
 void selsync_exclude_time(selsync_engine *e);
 
+/* Seconds of training from the start to the end of the last step: wall
+ * time without the excluded time (the metrics' train_s). */
+double selsync_train_seconds(const selsync_engine *e);
+
 /* Appends an evaluation row to the metrics file, if any:
  *   # eval<TAB>step=S<TAB>wall_s=W<TAB>train_s=T<TAB>METRIC=SCORE<TAB>eval_s=E
  * S = steps done, W = seconds from the start to the end of step S, T = W

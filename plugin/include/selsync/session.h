@@ -69,6 +69,7 @@ typedef struct selsync_data {
     const char *metric;         /* with evaluation: "top1" or "map50" */
     size_t heldout;             /* with evaluation: held-out samples (for messages) */
     const char *checkpoint;     /* with checkpoint_every: the file rank 0 writes */
+    const char *chart;          /* with chart_every: the training chart's PNG (NULL: none) */
 } selsync_data;
 
 /* What selsync_session_begin decides for this rank. */
@@ -119,13 +120,16 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
                                             float **full, int *full_rows);
 
 /* The optimizer step: before the update (gradients ready) and after it.
- * After it, a due evaluation (of the ranks' mean model) and checkpoint run.
+ * After it, a due evaluation (of the ranks' mean model) and checkpoint run,
+ * and the console rank redraws the training chart (every chart_every steps
+ * and after an evaluation, in the background; selsync/chart.h).
  * Collective. */
 selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate);
 selsync_status selsync_session_after_update(selsync_session *s);
 
 /* The end of training: the ssp server serves, the final average, the final
- * evaluation and the summary (rank 0 prints it to out). Collective. */
+ * evaluation, the chart's last drawing and the summary (rank 0 prints it
+ * to out). Collective. */
 selsync_status selsync_session_end(selsync_session *s, FILE *out);
 
 /* " | sync , synced 3/20 (15.0%)" for the trainer's iteration line (empty
