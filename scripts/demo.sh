@@ -34,3 +34,5 @@ top1=$("$build/darknet" classifier valid "$data" "$cfg" "$weights" 2>/dev/null \
 echo "== result"
 grep '^selsync: summary' "$log" | sed 's/^selsync: summary: /  /'
 echo "  held-out top-1: $top1 (10000 Fashion-MNIST test images)"
+chart="$root/data/fashion-mnist/backup/chart_$name.png"
+if [ -f "$chart" ]; then echo "  training chart: $chart"; fi

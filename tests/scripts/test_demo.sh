@@ -12,14 +12,16 @@
 #    25 warm-up steps synchronised, the percentage matching), the bytes
 #    against bsp, the times, and the held-out top-1 of the 10000 test
 #    images, which is what `darknet classifier valid` gives on the weights
-#    the demo wrote, and above chance (0.1) by far (> 0.3).
+#    the demo wrote, and above chance (0.1) by far (> 0.3); the path of
+#    the training chart it drew.
 set -u
 src=$1 build=$2 work=$3
 rm -rf "$work"; mkdir -p "$work/bin"
 . "$src/tests/common/checks.sh"
 name=selsync-demo-test
 weights=$src/data/fashion-mnist/backup/$name.weights
-trap 'rm -f "$src/backup/$name.train.log" "$src/data/fashion-mnist/backup/$name".*' EXIT
+trap 'rm -f "$src/backup/$name.train.log" "$src/data/fashion-mnist/backup/$name".* \
+    "$src/data/fashion-mnist/backup/chart_$name.png"' EXIT
 printf '#!/bin/sh\necho "$*" >>"%s/cmake.log"\n' "$work" >"$work/bin/cmake"
 printf '#!/bin/sh\necho "apt-get $*: the test installs nothing" >&2\nexit 1\n' >"$work/bin/apt-get"
 chmod +x "$work/bin/cmake" "$work/bin/apt-get"
@@ -50,5 +52,8 @@ echo "demo's held-out top-1: $top1; classifier valid on $weights: $want"
 check "result: held-out top-1 is that of the written weights" '[ -n "$top1" ] && [ "$top1" = "$want" ]'
 check "result: held-out top-1 well above chance" 'awk -v t="$top1" "BEGIN { exit !(t > 0.3 && t <= 1) }"'
 check "the training log" 'grep -q "^selsync: summary" "$src/backup/$name.train.log"'
+check "result: the training chart, a PNG" \
+    'result | grep -qx "  training chart: $src/data/fashion-mnist/backup/chart_$name.png" &&
+     [ "$(head -c 4 "$src/data/fashion-mnist/backup/chart_$name.png" | od -An -tx1 | tr -d " \n")" = 89504e47 ]'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
