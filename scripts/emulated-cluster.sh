@@ -26,6 +26,17 @@
 # another may be creating its own). The folder goes when the job ends,
 # also on SIGINT, SIGTERM or SIGHUP; `up` and `down` remove what a killed
 # job of a cluster of that name left.
+#
+# Binding: `mpirun` passes --bind-to none ahead of ARGS. Every host's daemon
+# sees the whole machine, so Open MPI's default binding (to a core, the first
+# one free on that host) put the rank of every host on the same core, CPU 0:
+# unbound, the kernel spreads the ranks of all hosts over the machine's cores.
+# (Dividing the cores between the hosts instead, e.g. with taskset on each
+# daemon, does not hold: Open MPI binds within the whole machine regardless.)
+# A binding given in ARGS wins, as Open MPI takes the last --bind-to given
+# (--bind-to core binds each host's rank to CPU 0 again); --cpu-set and a
+# rankfile (-rf) bind as given, and --map-by ...:PE=N needs --bind-to core
+# with it.
 set -eu
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 subnet=10.231.0
@@ -125,10 +136,11 @@ run_mpirun() {
         mkdir "$job/${h##*-}"
     done
     # pml ob1 + btl tcp: no UCX or shared-memory path may bypass the links
-    # (the agent finds the job's folder in the environment mpirun passes on)
+    # (the agent finds the job's folder in the environment mpirun passes on);
+    # --bind-to none before ARGS, which may override it (see the header)
     set +e
     ip netns exec "$name-h0" env EMULATED_CLUSTER_JOB="$job" TMPDIR="$job/h0" \
-        mpirun -H "$list" \
+        mpirun -H "$list" --bind-to none \
         --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
         --mca pml ob1 --mca btl tcp,self --mca osc ^ucx \
         --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@"
