@@ -3,7 +3,8 @@
 # As root it runs apt-get; otherwise it prints the command and exits 1.
 set -eu
 
-PACKAGES="build-essential cmake pkg-config dpkg-dev xz-utils patch python3
+# file (with dpkg-shlibdeps of dpkg-dev): cpack -G DEB, the Debian package
+PACKAGES="build-essential cmake pkg-config dpkg-dev file xz-utils patch python3
 libopenmpi-dev openmpi-bin libopenblas-dev libcmocka-dev dataset-fashion-mnist
 iproute2 gnuplot-nox clang libclang-rt-dev llvm"
 

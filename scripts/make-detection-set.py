@@ -81,9 +81,8 @@ def canvas(rng, size, max_items, pixels, classes):
 
 
 def main():
-    root = os.path.dirname(HERE)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=os.path.join(root, "data", "fmnist-det"), help="output folder (default %(default)s)")
+    ap.add_argument("--out", default=prepare.data_folder("fmnist-det"), help="output folder (default %(default)s)")
     ap.add_argument("--source", default=prepare.SOURCE, help="folder with the *-ubyte.gz files (default %(default)s)")
     ap.add_argument("--size", type=int, default=96, help="canvas side in pixels (default %(default)s)")
     ap.add_argument("--train", type=int, default=4000, metavar="N", help="training canvases (default %(default)s)")

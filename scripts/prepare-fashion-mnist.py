@@ -2,7 +2,8 @@
 """Convert Debian's Fashion-MNIST (package dataset-fashion-mnist) to Darknet's
 classifier layout, using only the Python standard library.
 
-Output (default: <repository>/data/fashion-mnist):
+Output (default: data/fashion-mnist of the source tree, or of the current
+folder for an installed copy):
   train/NNNNN_cK_<name>.png  60000 training images (8-bit greyscale PNG, 28x28)
   valid/NNNNN_cK_<name>.png  10000 t10k images (held out)
   labels.txt                 label strings _c0_ .. _c9_ (class order 0..9)
@@ -132,11 +133,19 @@ def convert(out, src, split, prefix, limit, done, progress):
     return paths, done
 
 
-def main():
+def data_folder(name):
+    """DATA/name: DATA is the source tree's data/ when this script runs from
+    one, else (an installed copy) data/ in the current folder."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isfile(os.path.join(root, "CMakeLists.txt")):
+        root = os.getcwd()
+    return os.path.join(root, "data", name)
+
+
+def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--source", default=SOURCE, help="folder with the *-ubyte.gz files (default %(default)s)")
-    ap.add_argument("--out", default=os.path.join(root, "data", "fashion-mnist"),
+    ap.add_argument("--out", default=data_folder("fashion-mnist"),
                     help="output folder (default %(default)s)")
     ap.add_argument("--train-limit", type=int, metavar="N", help="use only the first N training images")
     ap.add_argument("--valid-limit", type=int, metavar="N", help="use only the first N t10k images")

@@ -12,12 +12,9 @@
 # this test may run on fewer than 2 CPUs (nothing to tell apart).
 set -u
 src=$1 work=$2
-cluster="sh $src/scripts/emulated-cluster.sh"
 rm -rf "$work"; mkdir -p "$work"
-if ! why=$($cluster check 2>&1); then
-    echo "SKIPPED: network namespaces are not permitted here ($why); the ranks' cores are not tested"
-    exit 77
-fi
+. "$src/tests/common/checks.sh"
+needs_namespaces "the ranks' cores are not tested"
 # cpus LIST: the CPUs of a list such as 0-3,6 (Cpus_allowed_list), one a line
 cpus() { echo "$1" | tr ',' '\n' | awk -F- '$1 != "" { hi = NF > 1 ? $2 : $1; for (c = $1; c <= hi; c++) print c }'; }
 mine=$(grep '^Cpus_allowed_list:' /proc/self/status | cut -f 2)
@@ -25,18 +22,10 @@ if [ "$(cpus "$mine" | wc -l)" -lt 2 ]; then
     echo "SKIPPED: this test may run on CPUs $mine only; ranks on different cores cannot be told apart"
     exit 77
 fi
-. "$src/tests/common/checks.sh"
-# a name no cluster has (one a killed run left is skipped: up exits 3)
 name=
 trap '[ -z "$name" ] || $cluster down "$name"' EXIT
 trap 'exit 1' INT TERM HUP
-for i in 1 2 3 4 5 6 7 8 9 10; do
-    try=tc$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-    $cluster up "$try" 2 0
-    [ $? -eq 3 ] && continue
-    name=$try # ours, also when up failed half-way
-    break
-done
+cluster_up tc 2 0
 check "two hosts and a switch" '[ "$(ip netns list | grep -c "^$name-")" -eq 3 ]'
 
 # ranks OUT ARGS...: 2 ranks, one per host, each writing "RANK NAMESPACE

@@ -11,24 +11,13 @@
 # Exits 77 (skipped) only where network namespaces are not permitted.
 set -u
 darknet=$1 src=$2 work=$3
-cluster="sh $src/scripts/emulated-cluster.sh"
 rm -rf "$work"; mkdir -p "$work/backup"
-if ! why=$($cluster check 2>&1); then
-    echo "SKIPPED: network namespaces are not permitted here ($why); the emulated two-host launch is not tested"
-    exit 77
-fi
 . "$src/tests/common/checks.sh"
-# a name no cluster has (one a killed run left is skipped: up exits 3)
+needs_namespaces "the emulated two-host launch is not tested"
 name=
 trap '[ -z "$name" ] || $cluster down "$name"' EXIT
 trap 'exit 1' INT TERM HUP
-for i in 1 2 3 4 5 6 7 8 9 10; do
-    try=tt$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-    $cluster up "$try" 2 1gbit
-    [ $? -eq 3 ] && continue
-    name=$try # ours, also when up failed half-way
-    break
-done
+cluster_up tt 2 1gbit
 check "two hosts and a switch" '[ "$(ip netns list | grep -c "^$name-")" -eq 3 ]'
 
 # where the ranks run: the inode of each rank's network namespace
