@@ -10,8 +10,9 @@
 # Environment: BENCH_CFGS (default: upstream cifar.cfg at 28x28,
 # cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96),
 # BENCH_BATCH (default 32), BENCH_THREADS (default "1 2"), BENCH_CORETYPE
-# (unset: OpenBLAS detects the CPU, whatever OPENBLAS_CORETYPE says; a name:
-# that OPENBLAS_CORETYPE; empty: the environment's OPENBLAS_CORETYPE).
+# (unset: what a user gets, the environment's OPENBLAS_CORETYPE if set, else
+# darknet's choice from the CPU's features, patch 0030; "choose": darknet's
+# choice even where OPENBLAS_CORETYPE is set; a name: that OPENBLAS_CORETYPE).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -30,16 +31,16 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# OpenBLAS picks its kernel for this CPU unless OPENBLAS_CORETYPE forces
-# one; a forced older kernel (e.g. Haswell's AVX2 on an AVX-512 CPU) would
-# not compare with PyTorch, whose oneDNN always uses the CPU's best.
-case "${BENCH_CORETYPE-detect}" in
-    detect) unset OPENBLAS_CORETYPE ;;
+# The kernel: by default what darknet runs with for a user of this machine
+# (bench_train chooses as darknet does); a forced older kernel (e.g. an
+# environment's Haswell on an AVX-512 CPU) is slower, and it is named below.
+case "${BENCH_CORETYPE-}" in
     '') ;;
+    choose) unset OPENBLAS_CORETYPE ;;
     *) export OPENBLAS_CORETYPE="$BENCH_CORETYPE" ;;
 esac
 core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
-    | sed -n 's/^Core: //p' || true)
+    | sed -n 's/^Core: //p' | tail -n 1 || true)
 
 # best images/s of one command over the rounds (one figure per round in $1)
 best() { sort -n "$1" | tail -n 1; }

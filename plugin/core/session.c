@@ -406,6 +406,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                     "order).")))
         return st;
     if (!s->engine && (st = start_engine(s))) return st;
+    if (d->note && selsync_log_note(s->engine, d->note)) return engine_failed(s);
     if (s->cfg.eval_every > 0) {
         s->metric = d->metric;
         s->heldout = d->heldout;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "selsync/chart.h"
+#include "selsync_build_id.h"
 #include "selsync/labels.h"
 
 /* One line "selsync: ..." to stderr, in one write. */
@@ -219,13 +220,18 @@ static int chart_command(int argc, char **argv)
 
 int darknet_plugin_command(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "selsync") && !strcmp(argv[2], "version")) {
+        printf("%s; %s\n", SELSYNC_BUILD_ID, gemm_kernel());
+        return EXIT_SUCCESS;
+    }
     if (argc >= 3 && !strcmp(argv[1], "selsync") && !strcmp(argv[2], "map"))
         return map_command(argc, argv);
     if (argc >= 3 && !strcmp(argv[1], "selsync") && !strcmp(argv[2], "chart"))
         return chart_command(argc, argv);
     if (argc >= 2 && !strcmp(argv[1], "selsync")) {
         fprintf(stderr, "usage: %s selsync map DATA CFG WEIGHTS\n"
-                        "       %s selsync chart METRICS [PNG]\n", argv[0], argv[0]);
+                        "       %s selsync chart METRICS [PNG]\n"
+                        "       %s selsync version\n", argv[0], argv[0], argv[0]);
         return EXIT_FAILURE;
     }
     return -1;

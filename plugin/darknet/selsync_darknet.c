@@ -374,7 +374,7 @@ static void on_train_begin(attachment *a, train_plan *plan)
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
                          .step = get_current_batch(a->net), .metric = plan->labels ? "top1" : "map50",
                          .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint,
-                         .chart = a->chart};
+                         .chart = a->chart, .note = gemm_kernel()};
     selsync_plan mine;
     check(a, selsync_session_begin(a->session, &data, &mine));
     free(labels);
@@ -521,7 +521,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     if (ad->rank == 0) {
         char text[512];
         selsync_config_describe(&a->cfg, ad->world, text, sizeof text);
-        report(NULL, "%s", text);
+        report(NULL, "%s; %s", text, gemm_kernel());
     }
     return 0;
 }

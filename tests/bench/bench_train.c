@@ -20,6 +20,7 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
+    gemm_choose_kernel(argv); /* the OpenBLAS kernel darknet would run with */
     if (argc < 2) {
         fprintf(stderr, "usage: %s CFG [STEPS] [WARMUP]\n", argv[0]);
         return 2;

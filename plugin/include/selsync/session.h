@@ -70,6 +70,7 @@ typedef struct selsync_data {
     size_t heldout;             /* with evaluation: held-out samples (for messages) */
     const char *checkpoint;     /* with checkpoint_every: the file rank 0 writes */
     const char *chart;          /* with chart_every: the training chart's PNG (NULL: none) */
+    const char *note;           /* a line for the head of every rank's metrics file (NULL: none) */
 } selsync_data;
 
 /* What selsync_session_begin decides for this rank. */
