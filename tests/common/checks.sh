@@ -31,7 +31,7 @@ check_trained() {
 # step_rows METRICS: the step rows of a metrics file
 step_rows() { grep -v '^#' "$1" | tail -n +2; }
 
-cluster="sh $src/scripts/emulated-cluster.sh"
+cluster="sh ${src:-.}/scripts/emulated-cluster.sh"
 needs_namespaces() {
     if ! why=$($cluster check 2>&1); then
         echo "SKIPPED: network namespaces are not permitted here ($why); $1"
