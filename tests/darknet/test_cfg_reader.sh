@@ -4,7 +4,9 @@
 # byte, a section before [net], a file without sections, numbers that are
 # not decimal and 100 kB names each stop it with exit status 1 and a message
 # naming the file and line; nothing is echoed longer than a short line; CRLF
-# files read exactly like their LF twins.
+# files read exactly like their LF twins. A tree file (tree=) whose entry
+# is malformed is refused with its file and line, one larger than the
+# layer with the cfg's.
 set -u
 darknet=$1 src=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
@@ -165,6 +167,28 @@ printf 'classes=2\nlabels=%s/train/labels.txt\ntrain=%s/nul_list.cfg\nbackup=%s/
     >"$work/nul_list.out" 2>"$work/nul_list.err"
 rc=$?
 expect nul_list 1 "@:2: NUL byte in column $(($(printf '%s/train/d' "$work" | wc -c) + 1))"
+
+# --- tree files (tree= of [softmax] and [region]): a bad entry is FILE:LINE
+# tree_cfg NAME ENTRIES...: $work/NAME.tree of the entries, and NAME.cfg whose
+# softmax (2 inputs) reads it
+tree_cfg() {
+    name=$1; shift
+    printf '%s\n' "$@" >"$work/$name.tree"
+    printf '%s\n\n[softmax]\ntree=%s\n' "${net%%\[convolutional\]*}[connected]
+output=2
+activation=linear" "$work/$name.tree" >"$work/$name.cfg"
+    ops "$name"
+}
+tree_cfg tree_ok "a -1" "b -1"
+expect tree_ok 0
+tree_cfg tree_parent_ahead "a -1" "b 1"
+expect tree_parent_ahead 1 "$work/tree_parent_ahead.tree:2: a tree entry is \"NAME PARENT\", NAME at most 255 bytes, PARENT -1 or the index of an earlier entry (0 to 0)"
+tree_cfg tree_parent_negative "a -2"
+expect tree_parent_negative 1 "$work/tree_parent_negative.tree:1: a tree entry is"
+tree_cfg tree_long_name "$(head -c 300 /dev/zero | tr '\0' n) -1"
+expect tree_long_name 1 "$work/tree_long_name.tree:1: a tree entry is"
+tree_cfg tree_too_big "a -1" "b -1" "c -1"
+expect tree_too_big 1 "@:12: [softmax] tree=$work/tree_too_big.tree: 3 entries, more than the 2 inputs"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
