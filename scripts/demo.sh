@@ -3,11 +3,13 @@
 # builds, prepares Fashion-MNIST, trains cfg/fmnist-selsync.cfg with SelSync
 # on RANKS MPI ranks (default 2), then evaluates the consensus model on the
 # 10000 held-out images and prints accuracy, sync fraction and bytes saved.
-# Usage: scripts/demo.sh [RANKS] [CFG]
+# Usage: scripts/demo.sh [RANKS] [CFG] [WEIGHTS]
+# (WEIGHTS: start from these weights instead of Darknet's random ones)
 set -eu
 . "$(dirname "$0")/common.sh"
 ranks=${1:-2}
 cfg=${2:-$root/cfg/fmnist-selsync.cfg}
+start=${3:-}
 name=$(basename "$cfg" .cfg)
 
 sh "$root/scripts/install-deps.sh"
@@ -24,7 +26,7 @@ cd "$root"
 mkdir -p backup
 echo "== train: $ranks ranks, $(basename "$cfg")"
 log="backup/$name.train.log"
-mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$data" "$cfg" 2>&1 \
+mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$data" "$cfg" ${start:+"$start"} 2>&1 \
     | tee "$log" | awk '/ avg, / { n++; if (n % 50 == 0) print; next } /^selsync: /'
 grep -q '^selsync: summary' "$log" || { echo "training failed; see $log" >&2; exit 1; }
 weights="$root/data/fashion-mnist/backup/$name.weights"

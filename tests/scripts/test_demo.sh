@@ -2,7 +2,9 @@
 # Usage: test_demo.sh SOURCE_DIR BUILD_DIR WORK_DIR
 # scripts/demo.sh end to end on a short cfg (cfg/fmnist-selsync.cfg with
 # max_batches=40, named selsync-demo-test so that no file of a real demo is
-# touched), with BUILD_DIR as its build (SELSYNC_BUILD_DIR):
+# touched), from fixed initial weights (Darknet draws them from the clock,
+# and 40 steps from an unlucky draw stay near chance), with BUILD_DIR as its
+# build (SELSYNC_BUILD_DIR):
 #  - it exits 0, prints its sections and asks cmake to configure the source
 #    and build the darknet target in BUILD_DIR (cmake is a stub here that
 #    records its arguments: the suite has built everything, and a Release
@@ -28,8 +30,11 @@ chmod +x "$work/bin/cmake" "$work/bin/apt-get"
 { sed 's/^max_batches=.*/max_batches=40/' "$src/cfg/fmnist-selsync.cfg" | grep -v '^log='
   printf 'log=%s/demo-rank%%r.tsv\n' "$work"; } >"$work/$name.cfg"
 
+# `darknet partial` with no weights: the initial weights of rand()'s default seed
+"$build/darknet" partial "$work/$name.cfg" "" "$work/init.weights" 100 >"$work/partial.log" 2>&1 \
+    || { cat "$work/partial.log"; echo "0 passed, 1 failed"; exit 1; }
 PATH="$work/bin:$PATH" SELSYNC_BUILD_DIR="$build" timeout 600 sh "$src/scripts/demo.sh" 2 "$work/$name.cfg" \
-    >"$work/out.txt" 2>&1
+    "$work/init.weights" >"$work/out.txt" 2>&1
 rc=$?
 cat "$work/out.txt"
 check "exits 0" '[ $rc -eq 0 ]'
