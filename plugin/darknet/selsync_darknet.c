@@ -324,7 +324,7 @@ static void hash_section(const char *type, int line, const cfg_option *options, 
     *h = selsync_hash(*h, type, strlen(type) + 1);
     for (int i = 0; i < n; ++i) {
         *h = selsync_hash(*h, options[i].key, strlen(options[i].key) + 1);
-        *h = options[i].val ? selsync_hash(*h, options[i].val, strlen(options[i].val) + 1) : selsync_hash(*h, "", 0);
+        if (options[i].val) *h = selsync_hash(*h, options[i].val, strlen(options[i].val) + 1);
     }
 }
 
