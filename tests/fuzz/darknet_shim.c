@@ -146,6 +146,16 @@ int shim_rand(void)
     return (int)(x & RAND_MAX);
 }
 
+float shim_rand_normal(void)
+{
+    return 0.0f;
+}
+
+float shim_rand_uniform(float min, float max)
+{
+    return min < max ? min : max;
+}
+
 void shim_begin(const char *path)
 {
     allowed = path;
