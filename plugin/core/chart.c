@@ -700,7 +700,7 @@ static selsync_status read_step(selsync_chart *c, reader *r, char *line)
     return SELSYNC_OK;
 }
 
-/* # eval<TAB>step=S<TAB>wall_s=W<TAB>train_s=T<TAB>METRIC=SCORE<TAB>eval_s=E */
+/* # eval<TAB>step=S<TAB>wall_s=W<TAB>train_s=T[<TAB>virtual_s=V]<TAB>METRIC=SCORE<TAB>eval_s=E */
 static selsync_status read_eval(selsync_chart *c, reader *r, char *line)
 {
     char *field[16], *metric = NULL;
@@ -721,7 +721,7 @@ static selsync_status read_eval(selsync_chart *c, reader *r, char *line)
             return bad(r, "eval row: bad value of '%s'", key);
         } else if (strcmp(key, "train_s") == 0) {
             train_s = v;
-        } else if (strcmp(key, "wall_s") != 0 && strcmp(key, "eval_s") != 0) {
+        } else if (strcmp(key, "wall_s") != 0 && strcmp(key, "eval_s") != 0 && strcmp(key, "virtual_s") != 0) {
             if (metric) return bad(r, "eval row with a second score '%s'", key);
             metric = field[i];
             score = v;

@@ -70,6 +70,7 @@
 
 #include "selsync/rng.h"
 #include "selsync/ssp.h"
+#include "selsync/vclock.h"
 
 #include "internal.h"
 
@@ -197,7 +198,8 @@ static int write_header(selsync_engine *e)
     if (e->header_done) return 0;
     e->header_done = 1;
     return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
-                 "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer\n", e->log) < 0 ? -1 : 0;
+                 "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer", e->log) < 0 ||
+           fputs(selsync_virtual_clock(&e->comm, NULL) ? "\tvirtual_s\n" : "\n", e->log) < 0 ? -1 : 0;
 }
 
 /* SSP worker: push + pull (or the first pull); adds the times and the bytes
@@ -582,10 +584,11 @@ static int write_line(FILE *f, const selsync_step *s)
     char change[32] = "inf";
     if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
     return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
-                   "\t%.9g\t%.9g\t%.9g\t%.9g\n",
+                   "\t%.9g\t%.9g\t%.9g\t%.9g",
                    s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
                    selsync_decision_name(s->decision), s->layers_synced, s->bytes_sent,
-                   s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ? -1 : 0;
+                   s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ||
+           (isnan(s->t_virtual) ? fputc('\n', f) : fprintf(f, "\t%.6f\n", s->t_virtual)) < 0 ? -1 : 0;
 }
 
 static selsync_status log_failed(selsync_engine *e)
@@ -628,6 +631,8 @@ selsync_status selsync_after_update(selsync_engine *e)
     e->tot.t_measure += e->cur.t_measure;
     e->tot.t_agree += e->cur.t_agree;
     e->tot.t_transfer += e->cur.t_transfer;
+    selsync_vclock vc;
+    e->cur.t_virtual = selsync_virtual_clock(&e->comm, &vc) ? vc.now : NAN;
     if (e->cfg.log[0]) {
         bad_log = write_header(e) != 0 || write_line(e->log, &e->cur) != 0;
         if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
@@ -749,9 +754,12 @@ selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double sc
     if (!e || !metric) return SELSYNC_EINVAL;
     if (!e->cfg.log[0]) return SELSYNC_OK;
     double wall = e->t_mark - e->t_start;
+    selsync_vclock vc;
+    char virt[48] = "";
+    if (selsync_virtual_clock(&e->comm, &vc)) snprintf(virt, sizeof virt, "\tvirtual_s=%.3f", vc.now);
     if (write_header(e) != 0 ||
-        fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f\t%s=%.6f\teval_s=%.3f\n", e->step,
-                wall, selsync_train_seconds(e), metric, score, eval_s) < 0 ||
+        fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f%s\t%s=%.6f\teval_s=%.3f\n", e->step,
+                wall, selsync_train_seconds(e), virt, metric, score, eval_s) < 0 ||
         fflush(e->log) != 0)
         return log_failed(e);
     return SELSYNC_OK;

@@ -30,6 +30,7 @@
 #include "selsync/partition.h"
 #include "selsync/rng.h"
 #include "selsync/ssp.h"
+#include "selsync/vclock.h"
 
 #include "internal.h"
 
@@ -338,10 +339,14 @@ mismatch:
                 "(written for another cfg?)", s->cfg.file);
 }
 
+/* The engine, then the checkpoint's state; a virtual clock starts here,
+ * as training time does. */
 static selsync_status start_engine(selsync_session *s)
 {
     selsync_status st = selsync_create(&s->cfg, &s->comm, &s->model, &s->engine, s->err, sizeof s->err);
-    return st ? st : resume(s);
+    if (!st) st = resume(s);
+    if (!st) selsync_virtual_hold(&s->comm, 0);
+    return st;
 }
 
 /* ---- begin: the partition and the injection plan ---- */
@@ -545,6 +550,7 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
 static selsync_status evaluate(selsync_session *s, uint64_t steps)
 {
     selsync_status st = SELSYNC_OK;
+    selsync_virtual_hold(&s->comm, 1);
     const float *mean = selsync_consensus(s->engine);
     uint8_t done = 1;
     if (!mean) return engine_failed(s);
@@ -553,6 +559,7 @@ static selsync_status evaluate(selsync_session *s, uint64_t steps)
     if ((st = s->comm.ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "evaluation");
     s->evaluated = steps;
     selsync_exclude_time(s->engine);
+    selsync_virtual_hold(&s->comm, 0);
     return SELSYNC_OK;
 }
 
@@ -569,6 +576,7 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
     uint64_t next = s->trained_sample;
     selsync_status st = SELSYNC_OK;
     if (!buf) return FAIL(s, SELSYNC_ENOMEM, "out of memory for a checkpoint");
+    selsync_virtual_hold(&s->comm, 1);
     memcpy(mine, &next, sizeof next);
     if (selsync_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next)) {
         st = engine_failed(s);
@@ -595,6 +603,7 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
     /* every rank waits for the write: its time is no one's training */
     if ((st = ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "checkpoint");
     selsync_exclude_time(s->engine);
+    selsync_virtual_hold(&s->comm, 0);
     return SELSYNC_OK;
 }
 
@@ -635,15 +644,17 @@ static selsync_status summary(selsync_session *s, FILE *out)
 {
     selsync_totals t;
     selsync_status st;
+    selsync_vclock vc = {0};
     char ratio[48];
+    int virtual = selsync_virtual_clock(&s->comm, &vc);
     selsync_get_totals(s->engine, &t);
-    double v[10] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+    double v[14] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
                     t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes,
-                    (double)s->images_loaded, (double)s->loads};
+                    (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network};
     if (s->ssp && s->rank == 0) memset(v, 0, sizeof v);
-    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 10))) return comm_failed(s, st, "gathering the summary");
+    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 14))) return comm_failed(s, st, "gathering the summary");
     if (s->rank != 0) return SELSYNC_OK;
-    for (int i = 0; i < 10; ++i) v[i] /= parts(s);
+    for (int i = 0; i < 14; ++i) v[i] /= parts(s);
     double comm = v[3] + v[4] + v[5], share = v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0;
     if (s->ssp) {
         const selsync_ssp_stats *x = &s->served;
@@ -658,20 +669,23 @@ static selsync_status summary(selsync_session *s, FILE *out)
                 v[1] / 1e6, times(ratio, sizeof ratio, v[0], v[1], ""), v[2], v[3], v[4], v[5], share,
                 (unsigned long long)x->pushes, (unsigned long long)x->pulls, (unsigned long long)x->queued,
                 x->t_wait, (unsigned long long)x->max_lead, (double)x->bytes_sent / 1e6);
-        return SELSYNC_OK;
+    } else {
+        fprintf(out,
+                "selsync: summary: method=%s, %d rank%s, %llu steps, %llu synchronised (%.1f%%)\n"
+                "selsync: summary: model synchronisation sent %.2f MB per rank; bsp would have sent %.2f MB%s\n",
+                selsync_method_name(s->cfg.method), s->world, s->world == 1 ? "" : "s", (unsigned long long)t.steps,
+                (unsigned long long)t.synced_steps, t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6,
+                v[1] / 1e6, times(ratio, sizeof ratio, v[1], v[0], " as much"));
+        if (v[7] > 0)
+            fprintf(out, "selsync: summary: data injection sent %.2f MB per rank; each rank loaded %.2f own images "
+                    "per step on average, its batches completed to %d\n", v[7] / 1e6, v[9] > 0 ? v[8] / v[9] : 0.0,
+                    s->inject.own + s->inject.senders * s->inject.shared);
+        fprintf(out, "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, transfer %.3f s "
+                "(communication %.1f%%)\n", v[2], v[3], v[4], v[5], share);
     }
-    fprintf(out,
-            "selsync: summary: method=%s, %d rank%s, %llu steps, %llu synchronised (%.1f%%)\n"
-            "selsync: summary: model synchronisation sent %.2f MB per rank; bsp would have sent %.2f MB%s\n",
-            selsync_method_name(s->cfg.method), s->world, s->world == 1 ? "" : "s", (unsigned long long)t.steps,
-            (unsigned long long)t.synced_steps, t.steps ? 100.0 * t.synced_steps / t.steps : 0.0, v[0] / 1e6,
-            v[1] / 1e6, times(ratio, sizeof ratio, v[1], v[0], " as much"));
-    if (v[7] > 0)
-        fprintf(out, "selsync: summary: data injection sent %.2f MB per rank; each rank loaded %.2f own images "
-                "per step on average, its batches completed to %d\n", v[7] / 1e6, v[9] > 0 ? v[8] / v[9] : 0.0,
-                s->inject.own + s->inject.senders * s->inject.shared);
-    fprintf(out, "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, transfer %.3f s "
-            "(communication %.1f%%)\n", v[2], v[3], v[4], v[5], share);
+    if (virtual)
+        fprintf(out, "selsync: summary: virtual time per %s: %.2f s (compute %.2f s, waiting for other ranks "
+                "%.2f s, network %.2f s)\n", s->ssp ? "worker" : "rank", v[10], v[11], v[12], v[13]);
     return SELSYNC_OK;
 }
 
@@ -691,6 +705,7 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
     }
     if (selsync_finish(s->engine))
         return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
+    selsync_virtual_hold(&s->comm, 1); /* training ends with the final average */
     uint64_t steps = selsync_session_steps(s);
     if (s->metric && s->rank == 0 && (s->ssp || s->evaluated != steps) && (st = record_evaluation(s, NULL)))
         return st;

@@ -47,6 +47,7 @@
 #include "selsync/labels.h"
 #include "selsync/map.h"
 #include "selsync/session.h"
+#include "selsync/vclock.h"
 #include "selsync_build_id.h"
 
 #define SECTION "[selsync]"
@@ -79,7 +80,8 @@ typedef struct attachment {
 } attachment;
 
 typedef struct adapter {
-    selsync_comm comm;
+    selsync_comm comm;           /* the transport, behind a virtual clock with SELSYNC_VIRTUAL */
+    char network[128];           /* the modelled network of SELSYNC_VIRTUAL, or "" */
     int rank, world;
     int console;                 /* ranks > 0: the stdout they silenced, or -1 */
     attachment *attached;
@@ -521,12 +523,42 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     if (ad->rank == 0) {
         char text[512];
         selsync_config_describe(&a->cfg, ad->world, text, sizeof text);
-        report(NULL, "%s; %s", text, gemm_kernel());
+        report(NULL, "%s; %s%s%s", text, gemm_kernel(), ad->network[0] ? "; virtual time: " : "", ad->network);
     }
     return 0;
 }
 
 /* --- entry points -------------------------------------------------------------- */
+
+/* 1 when Darknet computes on one thread: OMP_NUM_THREADS and
+ * OPENBLAS_NUM_THREADS are 1 where set, and one of them is set. */
+static int one_thread(void)
+{
+    const char *omp = getenv("OMP_NUM_THREADS"), *blas = getenv("OPENBLAS_NUM_THREADS");
+    int set = 0;
+    if (omp && *omp && (set = 1) && strcmp(omp, "1") != 0) return 0;
+    if (blas && *blas && (set = 1) && strcmp(blas, "1") != 0) return 0;
+    return set;
+}
+
+/* With SELSYNC_VIRTUAL set, the transport goes behind a virtual clock
+ * (selsync/vclock.h); 0, or -1 with the message in err. */
+static int start_virtual_time(adapter *ad, char *err, size_t len)
+{
+    const char *spec = getenv("SELSYNC_VIRTUAL");
+    selsync_vnet net;
+    if (!spec || !*spec) return 0;
+    if (!one_thread()) {
+        snprintf(err, len, "SELSYNC_VIRTUAL=%s counts a rank's computation as the CPU time of its one thread: "
+                 "set OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1", spec);
+        return -1;
+    }
+    if (selsync_vnet_parse(spec, ad->rank, &net, err, len) ||
+        selsync_comm_virtual(ad->comm, &net, NULL, &ad->comm, err, len))
+        return -1;
+    selsync_vnet_describe(&net, ad->network, sizeof ad->network);
+    return 0;
+}
 
 /* Darknet's main starts this plugin only if it has the same version. */
 const int darknet_plugin_api_version = DARKNET_PLUGIN_API_VERSION;
@@ -546,6 +578,10 @@ int darknet_plugin_init(int *argc, char ***argv)
     }
     ad->rank = selsync_comm_rank(&ad->comm);
     ad->world = selsync_comm_size(&ad->comm);
+    if (start_virtual_time(ad, err, sizeof err)) {
+        report(ad, "%s", err);
+        fatal(ad, "plugin start failed");
+    }
     if (set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
         report(ad, "could not register the " SECTION " section handler");
         fatal(ad, "plugin start failed");
@@ -572,6 +608,7 @@ int darknet_plugin_fini(int status)
         free(ad->attached);
         ad->attached = next;
     }
+    selsync_comm_virtual_free(&ad->comm);
     selsync_mpi_finalize();
     if (ad->console >= 0) close(ad->console);
     free(ad);

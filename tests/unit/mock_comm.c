@@ -81,8 +81,9 @@ static selsync_status m_sum_f32v_among(void *ctx, const selsync_segment *segs, s
 static selsync_status m_sum_f64(void *ctx, double *buf, size_t n)
 {
     mock_comm *m = ctx;
+    m->f64_calls++;
     m->bytes += 8 * (uint64_t)n;
-    for (size_t i = 0; i < n; i++) buf[i] *= m->size;
+    for (size_t i = 0; i < n; i++) buf[i] = m->remote_f64 ? buf[i] + m->remote_f64[i] : buf[i] * m->size;
     return SELSYNC_OK;
 }
 

@@ -44,6 +44,11 @@ typedef struct mock_comm {
     size_t sum_last_n, sum_total_n;
     float sum_last_in[MOCK_MAX_ELEMS]; /* what this rank contributed last */
 
+    /* sum_f64: buf[i] += remote_f64[i] when remote_f64 is set (at least n
+     * entries), else buf[i] *= size (every rank holds the same values). */
+    const double *remote_f64;
+    int f64_calls;
+
     /* sum_f32v_among: sum_f32v (a call of sum_calls, also for fail_sum_call)
      * in which a non-member contributes zeros (sum_last_in) and sends
      * nothing (bytes: members only); keeps the last call's member list.

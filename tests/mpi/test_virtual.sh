@@ -1,0 +1,94 @@
+#!/bin/sh
+# Usage: test_virtual.sh DARKNET SOURCE_DIR WORK_DIR
+# Virtual time (SELSYNC_VIRTUAL) under a real mpirun with 4 ranks on
+# Fashion-MNIST:
+#  - bsp at 100 Mbit/s: rank 0 names the modelled network; every rank's
+#    metrics rows carry virtual_s, rising every step by at least the bytes
+#    the step sent over the modelled link; the ranks' clocks agree after
+#    every step (each synchronises); the eval rows carry virtual_s; the
+#    summary gives the virtual time per rank and what it is made of;
+#  - without SELSYNC_VIRTUAL the metrics have no virtual_s column;
+#  - slow=1:3 with method local (no collective per step): rank 1's clock
+#    runs at least twice as fast as rank 0's;
+#  - more than one thread per rank, or a value it cannot read: every rank
+#    says why and the job fails.
+set -u
+darknet=$1 src=$2 work=$3
+rm -rf "$work"; mkdir -p "$work/backup"
+. "$src/tests/common/checks.sh"
+fmnist_data
+head -n 200 "$src/data/fashion-mnist/valid.list" >"$work/valid200.list"
+sed -i "s#^valid=.*#valid=$work/valid200.list#" "$work/fmnist.data"
+np=4 steps=12
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+
+# run NAME METHOD [EXTRA_SECTION_LINES]: steps on np ranks, output NAME.out
+run() {
+    { sed "s/^max_batches=.*/max_batches=$steps/" "$src/cfg/fmnist-tiny.cfg"
+      printf '\n[selsync]\nmethod=%s\nlog=%s/%s.%%r.tsv\n%s\n' "$2" "$work" "$1" "${3:-}"; } >"$work/$1.cfg"
+    timeout 300 ${MPIEXEC:-mpirun} --oversubscribe -np $np "$darknet" classifier train "$work/fmnist.data" \
+        "$work/$1.cfg" >"$work/$1.out" 2>&1
+    rc=$?
+}
+# column METRICS NAME: the values of column NAME in the step rows
+column() {
+    awk -F'\t' -v want="$2" '/^#/ { next } !h { for (i = 1; i <= NF; i++) if ($i == want) c = i; h = 1; next } c { print $c }' "$1"
+}
+
+# --- bsp at 100 Mbit/s --------------------------------------------------------------
+SELSYNC_VIRTUAL=bandwidth=100Mbit,latency=100us run bsp bsp "eval_every=6"
+check "bsp: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+check "bsp: rank 0 names the modelled network" \
+    'grep -q "selsync: .*; virtual time: 100 Mbit/s, latency 100 us$" "$work/bsp.out"'
+r=0
+while [ $r -lt $np ]; do
+    column "$work/bsp.$r.tsv" virtual_s >"$work/v$r"
+    column "$work/bsp.$r.tsv" bytes_sent >"$work/b$r"
+    check "bsp: rank $r logs virtual_s for every step" '[ "$(wc -l <"$work/v$r")" -eq $steps ]'
+    # 12.5e6 bytes/s: a step lasts at least its bytes' time on the link
+    check "bsp: rank $r's clock rises by at least its bytes' time on the link every step" \
+        'paste "$work/v$r" "$work/b$r" | awk "BEGIN { p = 0; ok = 1 } { if (\$1 - p < \$2 / 12.5e6 || \$2 <= 0) ok = 0; p = \$1 } END { exit !ok }"'
+    r=$((r + 1))
+done
+check "bsp: the ranks' clocks agree after every step (within 50 ms)" \
+    'paste "$work/v0" "$work/v1" "$work/v2" "$work/v3" | awk "{ lo = \$1; hi = \$1; for (i = 2; i <= NF; i++) { if (\$i < lo) lo = \$i; if (\$i > hi) hi = \$i } if (hi - lo > 0.05) bad = 1 } END { exit bad }"'
+check "bsp: the eval rows carry virtual_s" \
+    '[ "$(grep -c "^# eval	step=[0-9]*	wall_s=[0-9.]*	train_s=[0-9.]*	virtual_s=[0-9.]*	top1=" "$work/bsp.0.tsv")" -eq 2 ]'
+last=$(tail -n 1 "$work/v0")
+check "bsp: the summary gives the virtual time per rank ($last s at the last step, to 0.01 s)" \
+    'grep "^selsync: summary: virtual time per rank: [0-9.]* s (compute [0-9.]* s, waiting for other ranks [0-9.]* s, network [0-9.]* s)$" "$work/bsp.out" |
+     awk -v last="$last" "{ v = \$7 } END { exit !(NR == 1 && v + 0.005 >= last) }"'
+
+# --- without SELSYNC_VIRTUAL -----------------------------------------------------------------
+np=2
+run real bsp
+check "without SELSYNC_VIRTUAL: no virtual_s column (status $rc)" \
+    '[ "$rc" -eq 0 ] && ! grep -q virtual_s "$work/real.0.tsv" && ! grep -q "virtual time" "$work/real.out"'
+
+# --- a slow rank --------------------------------------------------------------------------
+SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us,slow=1:3 run slow local
+check "slow=1:3: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+s0=$(column "$work/slow.0.tsv" virtual_s | tail -n 1) s1=$(column "$work/slow.1.tsv" virtual_s | tail -n 1)
+check "slow=1:3: rank 1's clock ($s1 s) runs at least twice as fast as rank 0's ($s0 s)" \
+    'awk -v a="$s0" -v b="$s1" "BEGIN { exit !(a > 0 && b >= 2 * a) }"'
+
+# --- refused ----------------------------------------------------------------------------------
+every_rank() {
+    r=0
+    while [ $r -lt $np ]; do
+        grep -q "selsync: rank $r: $2" "$work/$1.out" || return 1
+        r=$((r + 1))
+    done
+}
+OPENBLAS_NUM_THREADS=2 SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us run threads bsp
+check "two threads per rank: the job fails (status $rc)" '[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]'
+check "two threads per rank: every rank says why" \
+    'every_rank threads "SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us counts a rank.s computation as the CPU time of its one thread"'
+SELSYNC_VIRTUAL=bandwidth=1GB,latency=50us run spec bsp
+check "an unreadable value: the job fails (status $rc)" '[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ]'
+check "an unreadable value: every rank names the part it cannot read" \
+    'every_rank spec "SELSYNC_VIRTUAL=bandwidth=1GB,latency=50us: .bandwidth=1GB. is not understood"'
+
+[ "$fail" -gt 0 ] && for f in bsp slow threads spec; do echo "--- $f"; grep "selsync" "$work/$f.out" | tail -n 20; done
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
