@@ -52,6 +52,9 @@ def options(argv):
                    help="methods repeated in shared memory (default bsp,selsync-0.3; 'none')")
     p.add_argument("--no-emulation", action="store_true",
                    help="no network namespaces: shared memory, with modelled communication time")
+    p.add_argument("--virtual", action="store_true",
+                   help="virtual time (SELSYNC_VIRTUAL): the ranks share the cores, one thread each, and every "
+                   "time is what --ranks machines on --bandwidth links with --latency would see; any rank count")
     p.add_argument("--jobs", type=int, help="runs at the same time (default 1; quick 4); more than 1 "
                    "distorts the times, so only for checking the pipeline")
     p.add_argument("--run-timeout", type=int, help="seconds after which a run counts as failed "
@@ -92,7 +95,15 @@ def options(argv):
     if a.classes_per_rank < 1 or a.classes_per_rank > 10:
         p.error("--classes-per-rank must be 1..10")
     a.bandwidth, a.bandwidth_bytes = a.bandwidth
+    a.virtual_spec = "bandwidth=%sMbit,latency=%sus" % (plain(a.bandwidth_bytes * 8 / 1e6), plain(a.latency * 1e6))
+    if a.virtual:
+        a.shm_methods = []
     return a
+
+
+def plain(x):
+    """x as a plain decimal (no exponent), as SELSYNC_VIRTUAL reads numbers."""
+    return ("%.6f" % x).rstrip("0").rstrip(".")
 
 
 def rebuild(args, gnuplot):
@@ -104,7 +115,7 @@ def rebuild(args, gnuplot):
             info = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
     except OSError:
         fail("%s/run-info.txt is missing: not a results folder of this script" % out)
-    net_main = "emulated" if info.get("cluster") else "modelled"
+    net_main = "emulated" if info.get("cluster") else "virtual" if info.get("virtual") else "modelled"
     args.eval_supported = True
     runs = plan(args, net_main)
     for run in runs:
@@ -140,7 +151,9 @@ def main(argv):
 
     note = ""
     net_main = "emulated"
-    if args.no_emulation:
+    if args.virtual:
+        net_main = "virtual"
+    elif args.no_emulation:
         net_main = "modelled"
         note = ("No emulated network (--no-emulation): every run used shared memory; communication times "
                 "are modelled from the measured bytes at %s and %g s latency per message."
@@ -157,7 +170,8 @@ def main(argv):
         print("compare-methods: " + note, file=sys.stderr)
 
     name = "%s-%dranks-%s-%dsteps%s" % (time.strftime("%Y%m%d-%H%M%S", time.gmtime(started)), args.ranks,
-                                        args.bandwidth if net_main == "emulated" else "shm-modelled-" + args.bandwidth,
+                                        {"emulated": "", "virtual": "virtual-"}.get(net_main, "shm-modelled-")
+                                        + args.bandwidth,
                                         args.steps, "-quick" if args.quick else "")
     out = os.path.join(os.path.abspath(args.results), name)
     os.makedirs(out)
@@ -193,7 +207,8 @@ def main(argv):
         made = plots(args, out, runs, all_suites, gnuplot)
         info = {"command": command, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
                 "took": clock(time.time() - started), "machine": machine(),
-                "cluster": cluster.name if cluster else "", "note": note}
+                "cluster": cluster.name if cluster else "", "note": note,
+                "virtual": args.virtual_spec if net_main == "virtual" else ""}
         write(os.path.join(out, "run-info.txt"), "".join("%s=%s\n" % kv for kv in info.items()))
         report(args, out, runs, all_suites, made, info)
         print("compare-methods: %d runs in %s; table: %s" % (len(runs), clock(time.time() - started),

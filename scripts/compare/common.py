@@ -5,8 +5,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
 SUITES = ["iid", "seldp", "label", "label-inject", "det", "wide"]
 # emulated: every rank on its own emulated host; shm: shared memory;
-# modelled: shared memory, communication time modelled from the bytes
-NETWORKS = ("emulated", "shm", "modelled")
+# modelled: shared memory, communication time modelled from the bytes;
+# virtual: shared memory, every time the ranks' virtual clocks (SELSYNC_VIRTUAL)
+NETWORKS = ("emulated", "shm", "modelled", "virtual")
 
 
 class Failure(Exception):

@@ -1,5 +1,6 @@
 """A run's figures from its per-rank metrics files."""
 import os
+import re
 
 from .common import fail
 
@@ -57,19 +58,36 @@ def collect(args, run, rdir, final_score):
         sum(x["decision"] == "local" for r in trainers for x in ranks[r][0]) / max(1, n * res["steps"]))
     rep = ranks[trainers[0]][0]
     res["rows"] = rep  # the first training rank's steps: delta plot, modelled times
+    if run.net == "virtual":
+        res["end"], res["compute"], res["comm"] = virtual_parts(rdir)
     # time axis: training time at each step of the first training rank
     t, cum = 0.0, []
     for x in rep:
-        if run.net == "modelled":
+        if run.net == "virtual":
+            t = x["virtual_s"]
+        elif run.net == "modelled":
             t += x["t_compute"] + x["t_measure"] + modelled_comm(args, x)
         else:
             t += x["t_compute"] + x["t_measure"] + x["t_agree"] + x["t_transfer"]
         cum.append(t)
     res["cum"] = cum
+    # when the final model is there: virtual time counts the final average
+    res.setdefault("end", cum[-1] if cum else 0.0)
     res["modelled"] = run.net == "modelled"
     if res["modelled"]:
         res["model_comm"] = sum(modelled_comm(args, x) for r in trainers for x in ranks[r][0]) / n
     return res
+
+
+def virtual_parts(rdir):
+    """(total, compute, waiting + network) per rank, final average included,
+    from the summary of a virtual-time run (its output.txt)."""
+    text = open(os.path.join(rdir, "output.txt"), errors="replace").read()
+    m = re.search(r"virtual time per (?:rank|worker): ([0-9.]+) s \(compute ([0-9.]+) s, waiting for other ranks "
+                  r"([0-9.]+) s, network ([0-9.]+) s\)", text)
+    if not m:
+        raise ValueError("no virtual time in the summary of %s/output.txt" % rdir)
+    return float(m.group(1)), float(m.group(2)), float(m.group(3)) + float(m.group(4))
 
 
 def modelled_comm(args, row):
@@ -97,8 +115,11 @@ def curve(args, res):
         val = e.get("top1", e.get("map50"))
         if val is None:
             continue
-        sec = time_at(res, e["step"]) if res["modelled"] or "train_s" not in e else e["train_s"]
+        if "virtual_s" in e:
+            sec = e["virtual_s"]
+        else:
+            sec = time_at(res, e["step"]) if res["modelled"] or "train_s" not in e else e["train_s"]
         pts.append((e["step"], sec, val))
     if not pts or pts[-1][0] < res["steps"]:
-        pts.append((res["steps"], res["cum"][-1] if res["cum"] else 0.0, res["final"]))
+        pts.append((res["steps"], res["end"], res["final"]))
     return pts

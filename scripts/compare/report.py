@@ -19,7 +19,8 @@ def table(args, suite, runs, net):
     # no target when BSP learnt nothing (a score of 0 is reached at once)
     target = bsp.result["final"] if bsp and bsp.result["final"] > 0 else None
     tb = reach(args, bsp.result, target) if target is not None else None
-    comm = "modelled communication" if net == "modelled" else "time in communication"
+    comm = {"modelled": "modelled communication", "virtual": "virtual communication and waiting"}.get(
+        net, "time in communication")
     lines = ["| method | final %s | time to %s | speed-up vs BSP | local steps | MB sent per rank | %s | training time |"
              % (suite.metric, "BSP's %.4f" % target if target is not None else "BSP's final", comm),
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -31,7 +32,7 @@ def table(args, suite, runs, net):
         mb = res["bytes"] / 1e6
         mbs = "%.2f" % mb if not res["inject"] else "%.2f (+%.2f injected)" % (mb, res["inject"] / 1e6)
         c = res["model_comm"] if net == "modelled" else res["comm"]
-        total = res["cum"][-1] if res["cum"] else 0.0
+        total = res["end"]
         lines.append("| %s | %.4f | %s | %s | %s | %s | %.1f s | %.1f s |"
                      % (r.label, res["final"], fmt_time(t) if target is not None else "no target", sp, loc, mbs, c,
                         total))
@@ -68,6 +69,8 @@ def net_label(args, net):
         return "shared memory"
     if net == "modelled":
         return "modelled %s (measured in shared memory)" % args.bandwidth
+    if net == "virtual":
+        return "virtual time, %s links, %g us latency" % (args.bandwidth, args.latency * 1e6)
     return "emulated hosts, %s links" % args.bandwidth
 
 
@@ -105,6 +108,12 @@ def report(args, out, runs, all_suites, made, info):
         lines += ["Network: every rank on its own emulated host (network namespaces %s-h0 .. %s-h%d, removed "
                   "afterwards), links to a bridge shaped to %s with tbf, TCP between the hosts; the shared-memory "
                   "runs use one host." % (info["cluster"], info["cluster"], args.ranks - 1, args.bandwidth), ""]
+    if any(r.net == "virtual" for r in runs):
+        lines += ["Virtual time (`SELSYNC_VIRTUAL=%s`): the %d ranks shared this machine's cores, one thread "
+                  "each; a rank's computation is the CPU time of its thread, and every collective and message "
+                  "costs what the modelled network (%s links, %g us latency per message) would take, after the "
+                  "latest rank arrives (docs/virtual-time.md)." % (args.virtual_spec, args.ranks, args.bandwidth,
+                                                                    args.latency * 1e6), ""]
     lines += ["Time columns are training time (evaluation excluded) of the first training rank; "
               "communication = time in the agreement and the transfers (including waiting for the slower rank), "
               "MB sent = bytes of synchronisation (and of injected samples) per training rank, without the final "
@@ -138,7 +147,7 @@ def report(args, out, runs, all_suites, made, info):
                 r.suite.key, r.net, r.key, res["final"], res["steps"],
                 "" if res["local"] is None else "%.4f" % res["local"], res["bytes"], res["inject"],
                 res["compute"], res["model_comm"] if r.net == "modelled" else res["comm"],
-                res["cum"][-1] if res["cum"] else 0))
+                res["end"]))
         elif r.diverged:
             rows.append("%s\t%s\t%s\tdiverged at %s\t\t\t\t\t\t\t" % (r.suite.key, r.net, r.key, r.diverged))
     write(os.path.join(out, "summary.tsv"), "\n".join(rows) + "\n")

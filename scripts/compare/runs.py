@@ -17,6 +17,9 @@ def methods(steps):
     a = max(2, steps // 4)
     b = a // 2
     out = [("bsp", "BSP", {"method": "bsp"}),
+           # Darknet's own multi-GPU training (AlexeyAB's and hank-ai's forks): every GPU
+           # steps alone and the weights are averaged every 4 iterations
+           ("fedavg-4", "FedAvg every 4 (Darknet's multi-GPU scheme)", {"method": "fedavg", "fedavg_interval": 4}),
            ("fedavg-%d" % a, "FedAvg, every %d" % a, {"method": "fedavg", "fedavg_interval": a}),
            ("fedavg-%d" % b, "FedAvg, every %d" % b, {"method": "fedavg", "fedavg_interval": b}),
            ("fedavg-%d-c0.5" % a, "FedAvg C=0.5, every %d" % a,
@@ -24,12 +27,15 @@ def methods(steps):
            ("ssp-100", "SSP s=100", {"method": "ssp", "ssp_staleness": 100}),
            ("ssp-200", "SSP s=200", {"method": "ssp", "ssp_staleness": 200}),
            ("local", "local SGD", {"method": "local"})]
+    for d in ("0.05", "0.1"):  # the rest of the paper's sweep of delta
+        out.append(("selsync-%s" % d, "SelSync δ=%s" % d, {"method": "selsync", "delta": d}))
     for gran in ("model", "layer"):
         for d in ("0.3", "0.5"):
             key = "selsync-%s%s" % (d, "-layer" if gran == "layer" else "")
             label = "SelSync δ=%s%s" % (d, ", per layer" if gran == "layer" else "")
             out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran}))
-    return out
+    seen = set()  # a budget of 16 steps makes fedavg-A Darknet's fedavg-4: once
+    return [m for m in out if not (m[0] in seen or seen.add(m[0]))]
 
 
 class Suite:
@@ -186,6 +192,8 @@ def execute(args, run, i, ctx):
         # session folders while they are made
         env = dict(os.environ, TMPDIR=os.path.join(ctx["work"], "tmp%d" % i))
         os.makedirs(env["TMPDIR"])
+        if run.net == "virtual":  # one thread per rank: its CPU time is its computation
+            env.update(SELSYNC_VIRTUAL=args.virtual_spec, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     watch = os.path.join(rdir, "metrics.%d.tsv" % (1 if run.ssp else 0))
     start = time.time()
     with open(os.path.join(rdir, "output.txt"), "w") as log:

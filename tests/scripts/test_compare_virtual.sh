@@ -1,0 +1,53 @@
+#!/bin/sh
+# Usage: test_compare_virtual.sh SOURCE_DIR WORK_DIR
+# scripts/compare-methods.py --quick --virtual --ranks 4 end to end, in
+# shared memory with virtual time:
+#  - it exits 0 and writes one results folder whose tables name virtual
+#    time and the modelled network, with rows for Darknet's multi-GPU scheme
+#    (FedAvg every 4) and the paper's sweep of delta;
+#  - every rank of every run logs its virtual clock;
+#  - the times are the clocks': a BSP step on the wide network lasts at
+#    least its bytes' time on a 1 Gbit/s link, so the BSP run's training
+#    time is at least its bytes over 125e6 bytes/s, and its communication
+#    is not zero; local SGD communicates once, in its final average (BSP
+#    in each of the 4 steps too), and its time counts that average.
+set -u
+src=$1 work=$2
+rm -rf "$work"; mkdir -p "$work"
+. "$src/tests/common/checks.sh"
+timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 4 --suites iid,wide \
+    --results "$work/results" >"$work/out.txt" 2>&1
+rc=$?
+cat "$work/out.txt"
+check "exits 0" '[ $rc -eq 0 ]'
+set -- "$work"/results/*-4ranks-virtual-1gbit-4steps-quick
+out=$1 folders=$#
+check "one results folder" '[ $folders -eq 1 ] && [ -d "$out" ]'
+md=$out/comparison.md
+check "the table says virtual time and how it is made" \
+    'grep -q "^Virtual time (.SELSYNC_VIRTUAL=bandwidth=1000Mbit,latency=50us.): the 4 ranks shared" "$md"'
+for s in "Fashion-MNIST, iid shards" "Fashion-MNIST, wide network (cfg/fmnist-wide.cfg)"; do
+    check "a table for $s" 'grep -q "^## $s: virtual time, 1gbit links, 50 us latency$" "$md"'
+done
+for m in "BSP" "FedAvg every 4 (Darknet's multi-GPU scheme)" "SelSync δ=0.05" "SelSync δ=0.1" "SelSync δ=0.3" \
+         "SSP s=100" "local SGD"; do
+    check "a row for $m" 'grep -q "^| $m | [0-9.]* | " "$md"'
+done
+missing=0
+for m in "$out"/runs/*/virtual-*/metrics.[0-3].tsv; do
+    grep -v '^#' "$m" | head -n 1 | grep -q '	virtual_s$' || { echo "no virtual_s column in $m"; missing=$((missing + 1)); }
+done
+check "every rank of every run logs its virtual clock" \
+    '[ $missing -eq 0 ] && [ "$(ls "$out"/runs/*/virtual-*/metrics.[0-3].tsv | wc -l)" -ge 80 ]'
+tsv=$out/summary.tsv
+field() { awk -F'\t' -v s="$1" -v m="$2" -v f="$3" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $1 == s && $2 == "virtual" && $3 == m { print $c[f] }' "$tsv"; }
+b=$(field wide bsp bytes_per_rank) t=$(field wide bsp training_s) c=$(field wide bsp comm_s)
+check "wide BSP: training time $t s is at least its $b bytes at 1 Gbit/s" \
+    'awk -v b="$b" -v t="$t" "BEGIN { exit !(b > 1e7 && t >= b / 125e6) }"'
+check "wide BSP: communication $c s is not zero" 'awk -v c="$c" "BEGIN { exit !(c > 0) }"'
+lc=$(field wide local comm_s) lt=$(field wide local training_s)
+check "wide local SGD: communication $lc s, under a third of BSP's, and within its training time $lt s" \
+    'awk -v c="$lc" -v b="$c" -v t="$lt" "BEGIN { exit !(c > 0 && c < b / 3 && c < t) }"'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
