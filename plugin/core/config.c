@@ -185,6 +185,8 @@ static const char *p_smoothing(selsync_config *c, const char *v)
 }
 
 static const char *p_warmup(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->warmup); }
+static const char *p_max_local(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->max_local); }
+static const char *p_target_sync(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->target_sync); }
 
 static const char *p_granularity(selsync_config *c, const char *v)
 {
@@ -274,6 +276,8 @@ static const struct key_info {
     [SELSYNC_KEY_SMOOTHING] = {p_smoothing, SELSYNC_ONLY, "a real number in (0,1], or auto (= ranks/100)"},
     [SELSYNC_KEY_WARMUP] = {p_warmup, SELSYNC_ONLY, "an integer from 0 to 1000000"},
     [SELSYNC_KEY_GRANULARITY] = {p_granularity, SELSYNC_ONLY, "model, layer"},
+    [SELSYNC_KEY_MAX_LOCAL] = {p_max_local, SELSYNC_ONLY, "an integer from 0 to 1000000 (0 = no bound)"},
+    [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
     [SELSYNC_KEY_SYNC_BN_STATS] = {p_sync_bn, ALL_METHODS, "0, 1"},
     [SELSYNC_KEY_FEDAVG_INTERVAL] = {p_fedavg_interval, BIT(SELSYNC_METHOD_FEDAVG), "an integer from 1 to 1000000"},
@@ -434,6 +438,12 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
             cfg->inject_alpha);
         return SELSYNC_ECONFIG;
     }
+    if (cfg->target_sync > 0 && cfg->delta == 0) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_TARGET_SYNC));
+        put(&m, "target_sync = %g: delta adapts by factors from its starting value, and delta = 0 cannot "
+                "change; allowed: a delta > 0 to start from", cfg->target_sync);
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->warmup < 0) cfg->warmup = cfg->window;
     if (cfg->aggregate == SELSYNC_AGGREGATE_DEFAULT)
         cfg->aggregate = cfg->method == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS;
@@ -496,6 +506,8 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC)
         PUT(" delta=%g window=%d smoothing=%g warmup=%d granularity=%s", c->delta, c->window,
             selsync_config_smoothing(c, world), c->warmup, c->granularity == SELSYNC_GRANULARITY_LAYER ? "layer" : "model");
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->max_local) PUT(" max_local=%d", c->max_local);
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);

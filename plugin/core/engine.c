@@ -94,6 +94,8 @@ struct selsync_engine {
     float *snap;                 /* residual snapshot or NULL */
     float *stats;                /* on_nonfinite = skip: the STAT tensors after the last step */
     size_t sync_n;               /* elements of a full synchronisation */
+    double delta;                /* the threshold in force (target_sync adapts it) */
+    uint64_t local_run;          /* consecutive local steps since the last synchronisation */
     double ratio;                /* comm bytes per payload byte ... */
     size_t ratio_n;              /* ... measured on a transfer of this many floats */
     uint64_t step, bytes0, inject_next; /* inject_next: injection bytes of the coming step */
@@ -191,6 +193,12 @@ static FILE *log_file(selsync_engine *e)
 }
 
 /* The header line, written lazily so that notes can come first; -1 on error. */
+/* delta changes during the run (target_sync): the metrics log it */
+static int adaptive(const selsync_engine *e)
+{
+    return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.target_sync > 0;
+}
+
 static int write_header(selsync_engine *e)
 {
     if (!e->cfg.log[0] || e->header_done) return 0;
@@ -199,6 +207,7 @@ static int write_header(selsync_engine *e)
     e->header_done = 1;
     return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
                  "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer", e->log) < 0 ||
+           (adaptive(e) && fputs("\tdelta", e->log) < 0) ||
            fputs(selsync_virtual_clock(&e->comm, NULL) ? "\tvirtual_s\n" : "\n", e->log) < 0 ? -1 : 0;
 }
 
@@ -266,6 +275,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->n_params = n_trained + n_stat;
     e->n_trained = n_trained;
     e->ratio = 2.0 * (world - 1) / world;
+    e->delta = cfg->delta;
     w = (size_t)cfg->window;
     if (e->n_track > SIZE_MAX / sizeof(double) / w) goto nomem;
     e->t = malloc(e->nt * sizeof *e->t);
@@ -407,7 +417,7 @@ static int measure(selsync_engine *e)
                      ? INFINITY : fabs(s - e->prev[k]) / fabs(e->prev[k]);
         e->prev[k] = s;
         if (k < e->n_groups) {
-            e->flags[k] = change >= e->cfg.delta;
+            e->flags[k] = change >= e->delta;
             e->cur.local_flag |= e->flags[k];
         }
         if (k == whole) {
@@ -448,12 +458,31 @@ static int fedavg_members(selsync_engine *e)
  * then no rank synchronises this step, which costs one flag in the
  * agreement (selsync after warm-up) or one extra collective of one byte on
  * steps that would synchronise. */
+/* A step of selsync after warm-up (its decision agreed, so the same on every
+ * rank): counts the run of local steps for max_local and, with target_sync,
+ * moves delta towards the threshold at which that share of the steps
+ * synchronises, delta *= exp(TARGET_RATE (synced - target_sync)), within
+ * [DELTA_MIN, DELTA_MAX]. */
+#define TARGET_RATE 0.1
+#define DELTA_MIN 1e-9
+#define DELTA_MAX 1e9
+static void adapt(selsync_engine *e)
+{
+    int synced = e->cur.decision == SELSYNC_SYNC_STEP;
+    e->local_run = synced ? 0 : e->local_run + 1;
+    if (e->cfg.target_sync > 0) {
+        e->delta *= exp(TARGET_RATE * (synced - e->cfg.target_sync));
+        e->delta = e->delta < DELTA_MIN ? DELTA_MIN : e->delta > DELTA_MAX ? DELTA_MAX : e->delta;
+    }
+}
+
 static selsync_status decide(selsync_engine *e, int bad)
 {
     int all = 0, k = e->world, skip = e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP;
     uint8_t *flag = e->flags + e->n_groups; /* the non-finite flag */
     *flag = 0;
     e->member = 1;
+    e->cur.delta = e->delta;
     memset(e->chosen, 0, e->n_layers);
     switch (e->cfg.method) {
     case SELSYNC_METHOD_SELSYNC: {
@@ -466,6 +495,7 @@ static selsync_status decide(selsync_engine *e, int bad)
         if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", e->n_groups + skip);
         skip = 0; /* agreed */
         for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
+        all = e->cfg.max_local > 0 && e->local_run >= (uint64_t)e->cfg.max_local; /* the guard */
         break;
     }
     case SELSYNC_METHOD_BSP:
@@ -495,6 +525,7 @@ static selsync_status decide(selsync_engine *e, int bad)
     e->cur.layers_synced = 0;
     for (size_t l = 0; l < e->n_layers; l++) e->cur.layers_synced += e->chosen[l] && e->payload[l];
     e->cur.decision = e->cur.layers_synced ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP;
+    if (e->cfg.method == SELSYNC_METHOD_SELSYNC && e->step >= (uint64_t)e->cfg.warmup) adapt(e);
     return SELSYNC_OK;
 }
 
@@ -579,8 +610,10 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     return SELSYNC_OK;
 }
 
-static int write_line(FILE *f, const selsync_step *s)
+static int write_line(const selsync_engine *e)
 {
+    FILE *f = e->log;
+    const selsync_step *s = &e->cur;
     char change[32] = "inf";
     if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
     return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
@@ -588,6 +621,7 @@ static int write_line(FILE *f, const selsync_step *s)
                    s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
                    selsync_decision_name(s->decision), s->layers_synced, s->bytes_sent,
                    s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ||
+           (adaptive(e) && fprintf(f, "\t%.9g", s->delta) < 0) ||
            (isnan(s->t_virtual) ? fputc('\n', f) : fprintf(f, "\t%.6f\n", s->t_virtual)) < 0 ? -1 : 0;
 }
 
@@ -634,7 +668,7 @@ selsync_status selsync_after_update(selsync_engine *e)
     selsync_vclock vc;
     e->cur.t_virtual = selsync_virtual_clock(&e->comm, &vc) ? vc.now : NAN;
     if (e->cfg.log[0]) {
-        bad_log = write_header(e) != 0 || write_line(e->log, &e->cur) != 0;
+        bad_log = write_header(e) != 0 || write_line(e) != 0;
         if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
     }
     e->step++;
@@ -770,12 +804,12 @@ selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double sc
 typedef struct snapshot_head {
     char magic[8];
     uint64_t n_track, window, n_params, n_trained, has_snap;
-    uint64_t step, ratio_n;
-    double ratio, wall;
+    uint64_t step, ratio_n, local_run;
+    double ratio, wall, delta;
     selsync_totals tot;
 } snapshot_head;
 
-static const char snapshot_magic[8] = "SSENG01";
+static const char snapshot_magic[8] = "SSENG02";
 
 size_t selsync_snapshot_size(const selsync_engine *e)
 {
@@ -809,7 +843,7 @@ selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
         return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
                      selsync_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
-                       e->step, e->ratio_n, e->ratio, e->t_mark - e->t_start, e->tot};
+                       e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -836,6 +870,8 @@ static const char *restored_fields_invalid(const selsync_engine *e, const snapsh
         return "its step counters are out of range";
     if (h->ratio_n > e->n_params || !nonneg_finite(h->ratio) || h->ratio > 1e6)
         return "its transfer ratio is out of range";
+    if (h->local_run > h->step || !nonneg_finite(h->delta))
+        return "its run of local steps or its delta is out of range";
     if (!nonneg_finite(h->wall) || !nonneg_finite(t->t_compute) || !nonneg_finite(t->t_measure) ||
         !nonneg_finite(t->t_agree) || !nonneg_finite(t->t_transfer) || !nonneg_finite(t->t_excluded))
         return "its times are negative or not finite";
@@ -874,6 +910,8 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
     e->step = h.step;
     e->ratio_n = (size_t)h.ratio_n;
     e->ratio = h.ratio;
+    e->local_run = h.local_run;
+    e->delta = h.delta;
     e->tot = h.tot;
     e->t_mark = selsync_now();
     e->t_start = e->t_mark - h.wall;

@@ -29,6 +29,12 @@ def methods(steps):
            ("local", "local SGD", {"method": "local"})]
     for d in ("0.05", "0.1"):  # the rest of the paper's sweep of delta
         out.append(("selsync-%s" % d, "SelSync δ=%s" % d, {"method": "selsync", "delta": d}))
+    # beyond the paper: a bound on local steps in a row, and delta adapted to a share of synchronised steps
+    g = max(2, steps // 10)
+    out.append(("selsync-0.3-max%d" % g, "SelSync δ=0.3, at most %d local steps in a row" % g,
+                {"method": "selsync", "delta": "0.3", "max_local": g}))
+    out.append(("selsync-target-0.1", "SelSync, δ adapted to 10 % synchronised steps",
+                {"method": "selsync", "delta": "0.3", "target_sync": "0.1"}))
     for gran in ("model", "layer"):
         for d in ("0.3", "0.5"):
             key = "selsync-%s%s" % (d, "-layer" if gran == "layer" else "")

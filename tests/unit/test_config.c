@@ -310,7 +310,8 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, aggregate, sync_bn_stats, fedavg_interval, "
+                                "smoothing, warmup, granularity, max_local, target_sync, aggregate, "
+                                "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
                                 "log, eval_every, checkpoint_every, chart_every, on_nonfinite");
 }
@@ -625,6 +626,42 @@ static void test_finish_selsync_key_with_bsp(void **state)
     assert_contains(f->err, ":9: [selsync] delta = '0.5': does not apply to method = bsp; allowed: this key only with method = selsync");
 }
 
+static void test_guard_and_target_keys(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "max_local", "50", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "target_sync", "0.1", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.max_local, 50);
+    assert_true(f->cfg.target_sync == 0.1);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " granularity=model max_local=50 target_sync=0.1 aggregate=params");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "max_local", "-1", 5), SELSYNC_ECONFIG);
+    assert_int_equal(set(f, "target_sync", "1.5", 6), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:6: [selsync] target_sync = '1.5'");
+    assert_contains(f->err, "a real number in [0,1] (0 = a fixed delta)");
+}
+
+static void test_target_sync_needs_a_delta(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "delta", "0", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "target_sync", "0.2", 8), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:8: [selsync] target_sync = 0.2: delta adapts by factors from its "
+                            "starting value, and delta = 0 cannot change");
+}
+
+static void test_guard_with_bsp(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "max_local", "10", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] max_local = '10': does not apply to method = bsp");
+}
+
 static void test_finish_aggregate_with_fedavg(void **state)
 {
     fixture *f = *state;
@@ -890,6 +927,9 @@ int main(void)
         T(test_no_file_name),
         T(test_finish_key_not_for_method_order_independent),
         T(test_finish_selsync_key_with_bsp),
+        T(test_guard_and_target_keys),
+        T(test_target_sync_needs_a_delta),
+        T(test_guard_with_bsp),
         T(test_finish_aggregate_with_fedavg),
         T(test_finish_aggregate_with_bsp_ok),
         T(test_finish_injection_with_seldp),

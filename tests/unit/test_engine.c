@@ -347,6 +347,69 @@ static void test_remote_flag_syncs(void **state)
     assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
 }
 
+/* max_local: after that many local steps the next one synchronises, on
+ * every rank alike (the run is counted from agreed decisions). */
+static void test_max_local_guard(void **state)
+{
+    fx *f = *state;
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e30;
+    f->cfg.max_local = 3;
+    make(f);
+    for (int t = 0; t < 13; t++) {
+        set_grads(1.0f + (float)t);
+        const selsync_step *s = step(f);
+        int want = t == 0 || t % 4 == 0; /* warm-up, then after every 3 local steps */
+        if (s->decision != (want ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP))
+            fail_msg("step %d: %s", t, selsync_decision_name(s->decision));
+        assert_int_equal(s->local_flag, t == 0);
+    }
+    assert_int_equal(f->mock.sum_calls, 4);
+}
+
+/* A synchronisation the flags asked for starts the run of local steps anew. */
+static void test_max_local_counts_from_the_last_sync(void **state)
+{
+    fx *f = *state;
+    const uint8_t one = 1;
+    f->cfg.warmup = 0;
+    f->cfg.delta = 1e30;
+    f->cfg.max_local = 2;
+    make(f);
+    assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP); /* step 0: no previous value */
+    assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
+    mock_script_any(&f->mock, &one, 1);
+    assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP); /* asked for elsewhere */
+    assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
+    assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
+    assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP); /* the guard */
+}
+
+/* target_sync: delta moves by exp(0.1 (synced - target)) per step after the
+ * warm-up, and the share of synchronised steps settles near the target. */
+static void test_target_sync_adapts_delta(void **state)
+{
+    fx *f = *state;
+    const double target = 0.25;
+    double delta = 0.3;
+    int synced = 0;
+    f->cfg.warmup = 5;
+    f->cfg.window = 1;
+    f->cfg.smoothing = 1;
+    f->cfg.delta = delta;
+    f->cfg.target_sync = target;
+    make(f);
+    for (int t = 0; t < 1200; t++) {
+        set_grads(1.0f + (float)((t * 7919) % 13) / 13.0f); /* changes of 0 to ~90 % */
+        const selsync_step *s = step(f);
+        assert_close(s->delta, delta, 1e-9);
+        if (t >= 5) delta *= exp(0.1 * ((s->decision == SELSYNC_SYNC_STEP) - target));
+        if (t >= 600) synced += s->decision == SELSYNC_SYNC_STEP;
+    }
+    assert_true(fabs(delta - 0.3) > 1e-3); /* it moved */
+    if (fabs(synced / 600.0 - target) > 0.05) fail_msg("%d of 600 steps synchronised, target %.2f", synced, target);
+}
+
 static void test_no_agreement_for_baselines(void **state)
 {
     fx *f = *state;
@@ -1091,8 +1154,9 @@ static void test_snapshot_restore_continues(void **state)
 static void test_restore_validates_fields(void **state)
 {
     fx *f = *state;
-    const size_t at_ratio_n = 8 + 6 * 8, at_ratio = 8 + 7 * 8, at_wall = at_ratio + 8,
-                 at_steps = at_wall + 8, at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8;
+    const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
+                 at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
+                 at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8;
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
@@ -1108,6 +1172,8 @@ static void test_restore_validates_fields(void **state)
         {at_ratio, &nan, 8, "transfer ratio"},       {at_ratio_n, &huge, 8, "transfer ratio"},
         {at_steps, &huge, 8, "step counters"},       {at_wall, &neg, 8, "times"},
         {at_t_compute, &nan, 8, "times"},            {at_norms, &nan, 8, "gradient norms"},
+        {at_local_run, &huge, 8, "run of local steps"}, {at_delta, &nan, 8, "delta"},
+        {at_delta, &neg, 8, "delta"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(bad, saved, len);
@@ -1159,6 +1225,9 @@ int main(void)
         T(test_residual_is_subtracted),
         T(test_delta_zero_syncs_every_step),
         T(test_huge_delta_syncs_only_in_warmup),
+        T(test_max_local_guard),
+        T(test_max_local_counts_from_the_last_sync),
+        T(test_target_sync_adapts_delta),
         T(test_remote_flag_syncs),
         T(test_no_agreement_for_baselines),
         T(test_layer_granularity),

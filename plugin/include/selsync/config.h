@@ -52,6 +52,8 @@ typedef enum selsync_partition {
     X(SMOOTHING, "smoothing")             \
     X(WARMUP, "warmup")                   \
     X(GRANULARITY, "granularity")         \
+    X(MAX_LOCAL, "max_local")             \
+    X(TARGET_SYNC, "target_sync")         \
     X(AGGREGATE, "aggregate")             \
     X(SYNC_BN_STATS, "sync_bn_stats")     \
     X(FEDAVG_INTERVAL, "fedavg_interval") \
@@ -84,6 +86,8 @@ typedef struct selsync_config {
     double smoothing;              /* EWMA factor in (0,1]; 0 means auto = N/100 */
     int warmup;                    /* steps always synchronised; -1 means = window */
     selsync_granularity granularity;
+    int max_local;                 /* a step after this many local ones synchronises; 0 = no bound */
+    double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
     selsync_aggregate aggregate;
     int sync_bn_stats;             /* 0/1: also average BN rolling statistics */
     int fedavg_interval;           /* steps between averages, >= 1 */

@@ -48,6 +48,7 @@ typedef struct selsync_step {
     uint64_t inject_bytes;      /* this step, this rank (data injection) */
     double t_compute, t_measure, t_agree, t_transfer; /* seconds */
     double t_virtual;           /* this rank's virtual clock after the step (selsync/vclock.h); NaN: none */
+    double delta;               /* the threshold this step's change was held against */
 } selsync_step;
 
 typedef struct selsync_totals {
