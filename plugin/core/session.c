@@ -684,8 +684,8 @@ static selsync_status summary(selsync_session *s, FILE *out)
                 "(communication %.1f%%)\n", v[2], v[3], v[4], v[5], share);
     }
     if (virtual)
-        fprintf(out, "selsync: summary: virtual time per %s: %.2f s (compute %.2f s, waiting for other ranks "
-                "%.2f s, network %.2f s)\n", s->ssp ? "worker" : "rank", v[10], v[11], v[12], v[13]);
+        fprintf(out, "selsync: summary: virtual time per %s: %.3f s (compute %.3f s, waiting for other ranks "
+                "%.3f s, network %.3f s)\n", s->ssp ? "worker" : "rank", v[10], v[11], v[12], v[13]);
     return SELSYNC_OK;
 }
 

@@ -139,15 +139,18 @@ def report(args, out, runs, all_suites, made, info):
     write(os.path.join(out, "comparison.md"), "\n".join(lines))
     # one machine-readable line per run
     rows = ["suite\tnetwork\tmethod\tfinal\tsteps\tlocal_fraction\tbytes_per_rank\tinject_bytes_per_rank"
-            "\tcompute_s\tcomm_s\ttraining_s"]
+            "\tcompute_s\tcomm_s\ttraining_s\ttime_to_bsp_s"]
     for r in runs:
         if r.result:
             res = r.result
-            rows.append("%s\t%s\t%s\t%.4f\t%d\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f" % (
+            bsp = next((b for b in runs if b.suite is r.suite and b.net == r.net and b.key == "bsp" and b.result), None)
+            target = bsp.result["final"] if bsp and bsp.result["final"] > 0 else None
+            t = reach(args, res, target) if target is not None else None
+            rows.append("%s\t%s\t%s\t%.4f\t%d\t%s\t%.0f\t%.0f\t%.3f\t%.3f\t%.3f\t%s" % (
                 r.suite.key, r.net, r.key, res["final"], res["steps"],
                 "" if res["local"] is None else "%.4f" % res["local"], res["bytes"], res["inject"],
                 res["compute"], res["model_comm"] if r.net == "modelled" else res["comm"],
-                res["end"]))
+                res["end"], "" if t is None else "%.3f" % t))
         elif r.diverged:
-            rows.append("%s\t%s\t%s\tdiverged at %s\t\t\t\t\t\t\t" % (r.suite.key, r.net, r.key, r.diverged))
+            rows.append("%s\t%s\t%s\tdiverged at %s\t\t\t\t\t\t\t\t" % (r.suite.key, r.net, r.key, r.diverged))
     write(os.path.join(out, "summary.tsv"), "\n".join(rows) + "\n")

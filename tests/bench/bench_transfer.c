@@ -1,4 +1,4 @@
-/* Usage: mpirun -np N bench_transfer [REPS] [WARMUP] [MIB...]
+/* Usage: mpirun -np N bench_transfer [REPS] [WARMUP] [MIB...]   (MIB: 8, or 64k for KiB)
  * Times, on the same ranks and byte count:
  *   ours   the MPI transport's sum_f32 (reduce-scatter + allgather, bitwise
  *          identical on all ranks; default ring implementation);
@@ -187,10 +187,11 @@ int main(int argc, char **argv)
     }
     int status = 0;
     for (int k = 0; k < n_sizes; ++k) {
-        size_t mib = argc > 3 ? (size_t)strtoull(argv[3 + k], NULL, 10) : def_mib[k];
-        size_t bytes = mib << 20, n = bytes / sizeof(float);
-        if (n == 0 || n > (size_t)INT_MAX) {
-            if (rank == 0) fprintf(stderr, "bench_transfer: %zu MiB: need 1 .. 8191 MiB\n", mib);
+        char *unit = NULL;
+        size_t mib = argc > 3 ? (size_t)strtoull(argv[3 + k], &unit, 10) : def_mib[k];
+        size_t bytes = argc > 3 && *unit == 'k' ? mib << 10 : mib << 20, n = bytes / sizeof(float);
+        if (n == 0 || n > (size_t)INT_MAX || (argc > 3 && *unit && strcmp(unit, "k") != 0)) {
+            if (rank == 0) fprintf(stderr, "bench_transfer: %s: need 1 .. 8191 (MiB) or 1k .. (KiB)\n", argv[3 + k]);
             status = 2;
             continue;
         }

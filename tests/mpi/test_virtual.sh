@@ -57,7 +57,7 @@ check "bsp: the eval rows carry virtual_s" \
 last=$(tail -n 1 "$work/v0")
 check "bsp: the summary gives the virtual time per rank ($last s at the last step, to 0.01 s)" \
     'grep "^selsync: summary: virtual time per rank: [0-9.]* s (compute [0-9.]* s, waiting for other ranks [0-9.]* s, network [0-9.]* s)$" "$work/bsp.out" |
-     awk -v last="$last" "{ v = \$7 } END { exit !(NR == 1 && v + 0.005 >= last) }"'
+     awk -v last="$last" "{ v = \$7 } END { exit !(NR == 1 && v + 0.0005 >= last) }"'
 
 # --- without SELSYNC_VIRTUAL -----------------------------------------------------------------
 np=2
