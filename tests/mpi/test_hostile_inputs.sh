@@ -155,11 +155,11 @@ def reseal():
 if op == "position":
     print(struct.unpack_from("<Q", b, s + 32)[0])
     sys.exit(0)
-if op == "nan-ratio":        # engine head: magic 8, 7 u64, then ratio
-    struct.pack_into("<d", b, s + 40 + 64, float("nan"))
+if op == "nan-ratio":        # engine head: magic 8, 8 u64 (ratio_n the 7th), then ratio
+    struct.pack_into("<d", b, s + 40 + 72, float("nan"))
     struct.pack_into("<Q", b, s + 40 + 56, 2**62)
 elif op == "negative-time":   # wall, after ratio
-    struct.pack_into("<d", b, s + 40 + 72, -5.0)
+    struct.pack_into("<d", b, s + 40 + 80, -5.0)
 reseal()
 open(sys.argv[3], "wb").write(b)
 EOF
