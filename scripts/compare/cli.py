@@ -52,6 +52,10 @@ def options(argv):
                    help="methods repeated in shared memory (default bsp,selsync-0.3; 'none')")
     p.add_argument("--no-emulation", action="store_true",
                    help="no network namespaces: shared memory, with modelled communication time")
+    p.add_argument("--batch", type=int, default=0, help="batch per rank (default: the cfg's; quick 8)")
+    p.add_argument("--lr-rule", choices=("cfg", "linear"), default="cfg",
+                   help="learning rate: the cfg's (default), or linear: the cfg's x ranks x batch per rank / the "
+                   "cfg's batch, after a warm-up over a tenth of the steps (the same rule for every method)")
     p.add_argument("--virtual", action="store_true",
                    help="virtual time (SELSYNC_VIRTUAL): the ranks share the cores, one thread each, and every "
                    "time is what --ranks machines on --bandwidth links with --latency would see; any rank count")
@@ -67,7 +71,7 @@ def options(argv):
     a = p.parse_args(argv)
     q = a.quick
     # quick: small batches, so that a run costs little more than its start
-    a.batch = 8 if q else 0
+    a.batch = a.batch or (8 if q else 0)
     a.steps = a.steps or (4 if q else 100)
     a.det_steps = a.det_steps or (4 if q else 80)
     a.eval_every = a.eval_every or (2 if q else max(1, a.steps // 4))

@@ -64,21 +64,36 @@ def prepare_data(args, out, work):
     return datas
 
 
-def base_cfg(path, steps, batch=0):
+def base_cfg(path, steps, batch=0, ranks=0):
     """The cfg without its [selsync] section, with max_batches = steps (and
-    the batch size, when given)."""
-    out, found = [], False
+    the batch size per rank, when given). ranks > 0: the linear scaling rule
+    for the global batch of that many ranks, lr = cfg's lr x ranks x batch /
+    cfg's batch, reached after a warm-up (burn_in) of a tenth of the steps
+    unless the cfg has one."""
+    out, found, lr, cfg_batch, burn = [], False, None, None, False
     with open(path) as f:
         for line in f:
             if line.strip().startswith("[selsync]"):
                 break
             if re.match(r"\s*max_batches\s*=", line):
                 line, found = "max_batches=%d\n" % steps, True
-            if batch and re.match(r"\s*batch\s*=", line):
-                line = "batch=%d\n" % batch
+            m = re.match(r"\s*batch\s*=\s*(\d+)", line)
+            if m:
+                cfg_batch = int(m.group(1))
+                if batch:
+                    line = "batch=%d\n" % batch
+            m = re.match(r"\s*learning_rate\s*=\s*([0-9.]+)", line)
+            if m and lr is None:
+                lr = (float(m.group(1)), len(out))
+            burn = burn or re.match(r"\s*burn_in\s*=", line) is not None
             out.append(line)
     if not found:
         fail("%s: no max_batches line in [net]" % path)
+    if ranks:
+        if lr is None or not cfg_batch:
+            fail("%s: the linear scaling rule needs learning_rate and batch in [net]" % path)
+        scaled = lr[0] * ranks * (batch or cfg_batch) / cfg_batch
+        out[lr[1]] = "learning_rate=%.6g\n" % scaled + ("" if burn else "burn_in=%d\n" % max(1, steps // 10))
     return "".join(out).rstrip("\n") + "\n"
 
 
@@ -92,7 +107,8 @@ def run_cfg(args, run, cfg_path, metrics):
         s["eval_every"] = run.eval_every
     s["log"] = metrics
     body = "".join("%s=%s\n" % (k, v) for k, v in s.items())
-    return base_cfg(cfg_path, run.steps, args.batch) + "\n[selsync]\n" + body
+    return (base_cfg(cfg_path, run.steps, args.batch, args.ranks if args.lr_rule == "linear" else 0)
+            + "\n[selsync]\n" + body)
 
 
 def probe_eval_every(work, darknet):

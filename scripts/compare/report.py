@@ -102,6 +102,11 @@ def report(args, out, runs, all_suites, made, info):
              % (args.ranks, args.steps, args.det_steps, args.eval_every if args.eval_supported else "-",
                 args.det_eval_every if args.eval_supported else "-", args.eval_images, args.det_eval_images,
                 args.seed), ""]
+    if args.batch or args.lr_rule == "linear":
+        lines += ["Batch per rank: %s; learning rate: %s." % (
+            args.batch or "the cfg's",
+            "the linear scaling rule, the cfg's x ranks x batch per rank / the cfg's batch, after a warm-up "
+            "(burn_in) over a tenth of the steps" if args.lr_rule == "linear" else "the cfg's"), ""]
     if note:
         lines += ["**%s**" % note, ""]
     elif info.get("cluster"):
