@@ -9,7 +9,7 @@ import sys
 import time
 
 from .common import CLUSTER, clock, fail, write
-from .data import run_cfg
+from .data import base_cfg, run_cfg
 from .metrics import collect
 
 def methods(steps):
@@ -188,7 +188,7 @@ def execute(args, run, i, ctx):
     data = os.path.join(rdir, "run.data")
     write(data, ctx["datas"][run.suite.key] + "backup=%s\n" % backup)
     mode = "detector" if run.suite.detector else "classifier"
-    train = [ctx["darknet"], mode, "train", data, cfg]
+    train = [ctx["darknet"], mode, "train", data, cfg, initial_weights(run.suite.kind, cfg_src, ctx)]
     env = None
     if run.net == "emulated":
         cmd = ["sh", CLUSTER, "mpirun", ctx["cluster"].name, "-np", str(args.ranks)] + train
@@ -233,6 +233,22 @@ def execute(args, run, i, ctx):
                                                            os.path.join(rdir, "final-eval.txt")))
     run.result["wall_s"] = train_s
     return time.time() - start
+
+
+def initial_weights(kind, cfg_src, ctx):
+    """The weights every run of this cfg starts from, made once: Darknet's
+    initial weights from rand()'s default seed (`darknet partial` of no
+    weights), where training alone would draw them from the clock."""
+    with ctx["lock"]:
+        path = os.path.join(ctx["work"], "init-%s.weights" % kind)
+        if not os.path.exists(path):
+            cfg = os.path.join(ctx["work"], "init-%s.cfg" % kind)
+            write(cfg, base_cfg(cfg_src, 1))
+            p = subprocess.run([ctx["darknet"], "partial", cfg, "", path, "1000"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, universal_newlines=True)
+            if p.returncode or not os.path.exists(path):
+                fail("making the initial weights of %s failed:\n%s" % (cfg_src, p.stdout[-2000:]))
+        return path
 
 
 def diverged(rdir):
