@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """Validates virtual time against emulated hosts.
 
-For every rank count and link rate asked for: calibrates the virtual
-network on emulated hosts with that rate (scripts/calibrate-virtual.sh),
-runs the same comparison twice with scripts/compare-methods.py, once in
-real time on the emulated hosts and once in virtual time with the
-calibrated bandwidth and latency, and prints one Markdown table of the
+For every rank count and link rate asked for: runs the same comparison
+twice with scripts/compare-methods.py, once in real time on emulated hosts
+with links of that rate and once in virtual time, and prints one Markdown
+table of the
 total training time and the time to BSP's final score of every run in
 both, with their ratio (virtual / emulated); a ratio outside 0.85-1.15 is
-marked. The table also goes to VALIDATION.md in the results folder, beside
+marked. The virtual network is calibrated on the emulated hosts: the
+latency from scripts/calibrate-virtual.sh (the time of a 4 KiB ring
+all-reduce), the bandwidth from the emulated BSP runs' own all-reduces
+(their bytes sent over their transfer time, every step of every rank, on
+the setting that sent the most), which is the traffic the runs make: the
+benchmark's back-to-back all-reduces of up to 16 MiB reach a lower rate on
+the emulated links. The table also goes to VALIDATION.md in the results folder, beside
 the two comparisons of every case. The comparisons' own options (steps,
 suites, methods, ...) follow `--`.
 
@@ -36,6 +41,32 @@ def calibrate(rate, ranks):
     if p.returncode or not m:
         sys.exit("validate-virtual: calibration of %s on %d hosts failed" % (rate, ranks))
     return "%smbit" % m.group(1), int(m.group(2)) * 1e-6
+
+
+def training_rate(folder):
+    """(bits per second, setting) of the emulated BSP runs' all-reduces:
+    bytes sent over transfer time, on the setting that sent the most."""
+    best = (0, 0, None)
+    runs = os.path.join(folder, "runs")
+    for suite in sorted(os.listdir(runs)):
+        d = os.path.join(runs, suite, "emulated-bsp")
+        if not os.path.isdir(d):
+            continue
+        sent = secs = 0.0
+        for name in os.listdir(d):
+            if not re.fullmatch(r"metrics\.\d+\.tsv", name):
+                continue
+            with open(os.path.join(d, name)) as f:
+                rows = [l.rstrip("\n").split("\t") for l in f if not l.startswith("#")]
+            cols = rows[0]
+            for r in rows[1:]:
+                sent += float(r[cols.index("bytes_sent")])
+                secs += float(r[cols.index("t_transfer")])
+        if sent > best[0] and secs > 0:
+            best = (sent, secs, suite)
+    if not best[2]:
+        sys.exit("validate-virtual: no emulated BSP run with transfers in %s" % folder)
+    return best[0] * 8 / best[1], best[2]
 
 
 def compare(results, extra):
@@ -77,10 +108,15 @@ def main():
              "|---:|---|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for ranks in [int(x) for x in a.ranks.split(",")]:
         for rate in a.rates.split(","):
-            bw, lat = calibrate(rate, ranks)
+            bench_bw, lat = calibrate(rate, ranks)
             case = os.path.join(out, "%dranks-%s" % (ranks, rate))
             common = ["--ranks", str(ranks), "--shm-methods", "none"] + extra
-            emu = rows(compare(case, common + ["--bandwidth", rate]))
+            emu_folder = compare(case, common + ["--bandwidth", rate])
+            bits, suite = training_rate(emu_folder)
+            bw = "%dmbit" % round(bits / 1e6)
+            sys.stderr.write("validate-virtual: %d ranks, %s links: BSP's all-reduces on %s ran at %s/s (the "
+                             "benchmark: %s/s); latency %.0f us\n" % (ranks, rate, suite, bw, bench_bw, lat * 1e6))
+            emu = rows(emu_folder)
             vir = rows(compare(case, common + ["--virtual", "--bandwidth", bw, "--latency", repr(lat)]))
             for key in sorted(emu):
                 e, v = emu[key], vir.get(key)

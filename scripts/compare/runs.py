@@ -252,13 +252,13 @@ def initial_weights(kind, cfg_src, ctx):
 
 
 def diverged(rdir):
-    """'step N' when the run's training stopped on a non-finite loss or
-    gradient (the plugin ends the job then), else None."""
+    """'step N' when the run's training stopped on a non-finite loss,
+    gradient or parameter (the plugin ends the job then), else None."""
     try:
         text = open(os.path.join(rdir, "output.txt"), errors="replace").read()
     except OSError:
         return None
-    m = re.search(r"step (\d+): rank \d+: the loss .* is not finite; stopping", text)
+    m = re.search(r"step (\d+): rank \d+: the (?:loss|gradient|parameter)\b.* (?:is|are) not finite", text)
     return "step %s" % m.group(1) if m else None
 
 
