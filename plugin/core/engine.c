@@ -192,13 +192,13 @@ static FILE *log_file(selsync_engine *e)
     return e->log;
 }
 
-/* The header line, written lazily so that notes can come first; -1 on error. */
 /* delta changes during the run (target_sync): the metrics log it */
 static int adaptive(const selsync_engine *e)
 {
     return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.target_sync > 0;
 }
 
+/* The header line, written lazily so that notes can come first; -1 on error. */
 static int write_header(selsync_engine *e)
 {
     if (!e->cfg.log[0] || e->header_done) return 0;
@@ -453,11 +453,6 @@ static int fedavg_members(selsync_engine *e)
     return k;
 }
 
-/* Fills e->chosen, e->member, e->n_members and e->scale for this step.
- * bad: this rank's loss or gradient is not finite (on_nonfinite = skip);
- * then no rank synchronises this step, which costs one flag in the
- * agreement (selsync after warm-up) or one extra collective of one byte on
- * steps that would synchronise. */
 /* A step of selsync after warm-up (its decision agreed, so the same on every
  * rank): counts the run of local steps for max_local and, with target_sync,
  * moves delta towards the threshold at which that share of the steps
@@ -476,6 +471,11 @@ static void adapt(selsync_engine *e)
     }
 }
 
+/* Fills e->chosen, e->member, e->n_members and e->scale for this step.
+ * bad: this rank's loss or gradient is not finite (on_nonfinite = skip);
+ * then no rank synchronises this step, which costs one flag in the
+ * agreement (selsync after warm-up) or one extra collective of one byte on
+ * steps that would synchronise. */
 static selsync_status decide(selsync_engine *e, int bad)
 {
     int all = 0, k = e->world, skip = e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP;

@@ -545,6 +545,14 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
     return selsync_log_eval(s->engine, s->metric, score, took) ? engine_failed(s) : SELSYNC_OK;
 }
 
+/* After an evaluation or a checkpoint (which held the virtual clock from its
+ * start): neither training time nor the virtual clock counts it. */
+static void training_resumes(selsync_session *s)
+{
+    selsync_exclude_time(s->engine);
+    selsync_virtual_hold(&s->comm, 0);
+}
+
 /* Every eval_every steps (all ranks): rank 0 scores the mean of the ranks'
  * parameters; the others wait, and the time counts as no one's training. */
 static selsync_status evaluate(selsync_session *s, uint64_t steps)
@@ -558,8 +566,7 @@ static selsync_status evaluate(selsync_session *s, uint64_t steps)
     if (st) return st;
     if ((st = s->comm.ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "evaluation");
     s->evaluated = steps;
-    selsync_exclude_time(s->engine);
-    selsync_virtual_hold(&s->comm, 0);
+    training_resumes(s);
     return SELSYNC_OK;
 }
 
@@ -602,8 +609,7 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
     if (st) return st;
     /* every rank waits for the write: its time is no one's training */
     if ((st = ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "checkpoint");
-    selsync_exclude_time(s->engine);
-    selsync_virtual_hold(&s->comm, 0);
+    training_resumes(s);
     return SELSYNC_OK;
 }
 
