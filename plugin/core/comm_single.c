@@ -78,7 +78,7 @@ static const char *single_last_error(void *ctx)
 static const selsync_comm_ops single_ops = {
     "single", single_rank, single_size, single_any, single_sum_f32,
     single_sum_f32v, single_sum_f64, single_bcast, single_bytes_sent, single_abort,
-    single_send, single_recv, single_last_error, NULL, single_sum_f32v_among,
+    single_send, single_recv, single_last_error, NULL, single_sum_f32v_among, NULL, NULL,
 };
 
 selsync_comm selsync_comm_single(void)

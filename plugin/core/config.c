@@ -204,6 +204,8 @@ static const char *p_aggregate(selsync_config *c, const char *v)
     return e;
 }
 
+static const char *p_overlap(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->overlap); }
+static const char *p_bucket_mb(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1024, &c->bucket_mb); }
 static const char *p_sync_bn(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_bn_stats); }
 static const char *p_fedavg_interval(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->fedavg_interval); }
 static const char *p_fedavg_fraction(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1, &c->fedavg_fraction); }
@@ -279,6 +281,8 @@ static const struct key_info {
     [SELSYNC_KEY_MAX_LOCAL] = {p_max_local, SELSYNC_ONLY, "an integer from 0 to 1000000 (0 = no bound)"},
     [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
+    [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "0, 1"},
+    [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
     [SELSYNC_KEY_SYNC_BN_STATS] = {p_sync_bn, ALL_METHODS, "0, 1"},
     [SELSYNC_KEY_FEDAVG_INTERVAL] = {p_fedavg_interval, BIT(SELSYNC_METHOD_FEDAVG), "an integer from 1 to 1000000"},
     [SELSYNC_KEY_FEDAVG_FRACTION] = {p_fedavg_fraction, BIT(SELSYNC_METHOD_FEDAVG), "a real number in (0,1]"},
@@ -310,6 +314,8 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->warmup = -1;   /* = window */
     cfg->granularity = SELSYNC_GRANULARITY_MODEL;
     cfg->aggregate = SELSYNC_AGGREGATE_DEFAULT;
+    cfg->overlap = 1;
+    cfg->bucket_mb = 4;
     cfg->sync_bn_stats = 1;
     cfg->fedavg_interval = 250;
     cfg->fedavg_fraction = 1.0;
@@ -447,6 +453,23 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
     if (cfg->warmup < 0) cfg->warmup = cfg->window;
     if (cfg->aggregate == SELSYNC_AGGREGATE_DEFAULT)
         cfg->aggregate = cfg->method == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS;
+    for (int k = SELSYNC_KEY_OVERLAP; k <= SELSYNC_KEY_BUCKET_MB; k++)
+        if (cfg->line[k] > 0 && cfg->aggregate != SELSYNC_AGGREGATE_GRADS) {
+            head(&m, cfg, cfg->line[k]);
+            put(&m, "%s = '%s': gradient buckets apply to aggregate = grads, and parameters are averaged here "
+                    "(aggregate = params); allowed: aggregate = grads, or remove the line", key_names[k], cfg->text[k]);
+            return SELSYNC_ECONFIG;
+        }
+    if (cfg->overlap && cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP) {
+        if (cfg->line[SELSYNC_KEY_OVERLAP] > 0) {
+            head(&m, cfg, cfg->line[SELSYNC_KEY_OVERLAP]);
+            put(&m, "overlap = 1: on_nonfinite = skip decides after the backward pass whether a step may be "
+                    "averaged, and overlapped sums have begun by then; allowed: overlap = 0, or on_nonfinite = stop");
+            return SELSYNC_ECONFIG;
+        }
+        cfg->overlap = 0;
+    }
+    if (cfg->aggregate != SELSYNC_AGGREGATE_GRADS) cfg->overlap = 0;
     return SELSYNC_OK;
 }
 
@@ -511,7 +534,9 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);
-    PUT(" aggregate=%s sync_bn_stats=%d seed=%llu; %d process%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params",
+    PUT(" aggregate=%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params");
+    if (c->aggregate == SELSYNC_AGGREGATE_GRADS) PUT(" overlap=%d bucket_mb=%g", c->overlap, c->bucket_mb);
+    PUT(" sync_bn_stats=%d seed=%llu; %d process%s",
         c->sync_bn_stats, (unsigned long long)c->seed, world, world == 1 ? "" : "es");
 #undef PUT
 }

@@ -30,6 +30,20 @@
  *   aggregate = params averages parameters after the host's update (the
  *   paper's PA); aggregate = grads averages gradients before it. BN running
  *   statistics (STAT tensors) travel with their layer when sync_bn_stats.
+ * - Gradient buckets (aggregate = grads). The tensors to average, taken from
+ *   the last to the first, are cut into buckets of bucket_mb; each bucket is
+ *   one sum_f32v. A bucket is a function of the model, bucket_mb and the
+ *   chosen layers only, so each element is summed in the same order whether
+ *   the buckets are summed during the backward pass or after it.
+ * - Overlap (overlap = 1, a communicator with sum_f32v_start). On a step
+ *   known before its backward pass to average every layer (bsp; selsync in
+ *   its warm-up or after max_local local steps), the host reports each
+ *   layer whose gradient is final (selsync_layer_ready): the engine measures
+ *   that layer's tensors then and starts every bucket whose layers are all
+ *   ready, in bucket order; before_update starts the rest and waits. The
+ *   metrics' t_transfer is then the exposed part: the time before_update
+ *   waited. Other steps (decided after the backward pass) sum the same
+ *   buckets in before_update.
  * - FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
  *   partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
  *   every rank; the members alone send (sum_f32v_among) and everybody
@@ -105,6 +119,19 @@ struct selsync_engine {
     double t_mark;               /* end of the previous after_update */
     double t_start;              /* engine start (shifted on restore) */
     size_t n_params, n_trained;  /* elements of all params; of the trained ones */
+    /* This step's gradient buckets and overlap (top comment). */
+    double *tsq;                 /* per tensor: squared norm of this step's own gradient */
+    uint8_t *tbad;               /* per tensor: a param not finite */
+    uint8_t *measured;           /* per tensor: tsq and tbad taken this step */
+    size_t *snap_off;            /* per tensor: where its residual is in snap */
+    uint8_t *ready;              /* per layer: reported by selsync_layer_ready this step */
+    int step_open;               /* the step has begun (layer_ready or before_update) */
+    int overlapping;             /* this step's buckets are started during the backward pass */
+    size_t bucket_pos;           /* tensors [0, bucket_pos) are not in a summed bucket yet */
+    size_t seg_used;             /* entries of seg taken by this step's buckets */
+    size_t bucket_n;             /* elements in this step's buckets */
+    uint64_t bucket_b0;          /* bytes_sent before this step's first bucket */
+    double t_hooks;              /* seconds spent in layer_ready this step */
     float *mean;                 /* selsync_consensus: n_params, allocated on first use */
     int resumed;                 /* restored: the metrics file is appended to */
     selsync_step cur, last;
@@ -159,7 +186,7 @@ static selsync_status check_cfg(const selsync_config *c, char *err, size_t len)
     if ((unsigned)c->method > SELSYNC_METHOD_LOCAL || !(c->delta >= 0) || c->window < 1 || c->warmup < 0 ||
         !(c->smoothing >= 0 && c->smoothing <= 1) || (unsigned)c->granularity > SELSYNC_GRANULARITY_LAYER ||
         (c->aggregate != SELSYNC_AGGREGATE_PARAMS && c->aggregate != SELSYNC_AGGREGATE_GRADS) ||
-        c->fedavg_interval < 1 || !(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1))
+        c->fedavg_interval < 1 || !(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1) || !(c->bucket_mb > 0))
         return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] configuration out of range or unresolved "
                     "(call selsync_config_finish first)");
     return SELSYNC_OK;
@@ -288,14 +315,21 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->payload = calloc(e->n_layers, 1);
     e->perm = calloc((size_t)world, sizeof *e->perm);
     e->seg = malloc(e->nt * sizeof *e->seg);
+    e->tsq = calloc(e->nt, sizeof *e->tsq);
+    e->tbad = calloc(e->nt, 1);
+    e->measured = calloc(e->nt, 1);
+    e->snap_off = calloc(e->nt, sizeof *e->snap_off);
+    e->ready = calloc(e->n_layers, 1);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
     e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
-        !e->perm || !e->seg || (model->grad_keeps_residual && !e->snap && n_trained) ||
+        !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || (model->grad_keeps_residual && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
         goto nomem;
     memcpy(e->t, model->tensors, e->nt * sizeof *e->t);
-    for (size_t i = 0; i < e->nt; i++) {
+    for (size_t i = 0, off = 0; i < e->nt; i++) {
+        e->snap_off[i] = off;
+        off += e->t[i].kind == SELSYNC_TENSOR_TRAINED ? e->t[i].count : 0;
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) e->active[e->n_groups > 1 ? e->t[i].layer : 0] = 1;
         if (syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
     }
@@ -335,6 +369,11 @@ void selsync_destroy(selsync_engine *e)
     free(e->payload);
     free(e->perm);
     free(e->seg);
+    free(e->tsq);
+    free(e->tbad);
+    free(e->measured);
+    free(e->snap_off);
+    free(e->ready);
     free(e->snap);
     free(e->stats);
     free(e->mean);
@@ -368,6 +407,25 @@ static void discard_own_step(selsync_engine *e)
     keep_stats(e, 0);
 }
 
+/* Tensor i's squared norm of this step's own gradient and whether its
+ * params are finite, once per step (selsync_layer_ready takes them before
+ * the layer's bucket is summed). */
+static void measure_tensor(selsync_engine *e, size_t i)
+{
+    const selsync_tensor *t = &e->t[i];
+    const float *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
+    double s = 0, nonfinite = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
+    if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
+    for (size_t j = 0; j < t->count; j++) {
+        double v = (double)t->grad[j] - (snap ? (double)snap[j] : 0.0);
+        s += v * v;
+        nonfinite += (double)t->param[j] * 0.0;
+    }
+    e->tsq[i] = s;
+    e->tbad[i] = isnan(nonfinite);
+    e->measured[i] = 1;
+}
+
 /* Norms, smoothing, change and local flags of this step (top comment).
  * A step whose gradient norm or trained parameters are not finite leaves
  * the smoothing untouched and flags nothing; it returns 1 (2 when the
@@ -375,23 +433,16 @@ static void discard_own_step(selsync_engine *e)
  * infinite while its gradient is finite. */
 static int measure(selsync_engine *e)
 {
-    size_t w = (size_t)e->cfg.window, off = 0, slot = (size_t)(e->step % w);
+    size_t w = (size_t)e->cfg.window, slot = (size_t)(e->step % w);
     size_t m = e->step < w ? (size_t)e->step + 1 : w, whole = e->n_track - 1;
     int params_bad = 0;
 
     memset(e->sq, 0, e->n_track * sizeof *e->sq);
     for (size_t i = 0; i < e->nt; i++) {
-        const selsync_tensor *t = &e->t[i];
-        double s = 0, nonfinite = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
-        if (t->kind != SELSYNC_TENSOR_TRAINED) continue;
-        for (size_t j = 0; j < t->count; j++) {
-            double v = (double)t->grad[j] - (e->snap ? (double)e->snap[off + j] : 0.0);
-            s += v * v;
-            nonfinite += (double)t->param[j] * 0.0;
-        }
-        params_bad |= isnan(nonfinite);
-        off += t->count;
-        e->sq[e->n_groups > 1 ? t->layer : 0] += s;
+        if (e->t[i].kind != SELSYNC_TENSOR_TRAINED) continue;
+        measure_tensor(e, i);
+        params_bad |= e->tbad[i];
+        e->sq[e->n_groups > 1 ? e->t[i].layer : 0] += e->tsq[i];
     }
     if (e->n_track > e->n_groups)
         for (size_t g = 0; g < e->n_groups; g++) e->sq[whole] += e->sq[g];
@@ -529,14 +580,14 @@ static selsync_status decide(selsync_engine *e, int bad)
     return SELSYNC_OK;
 }
 
-/* Sums the grads (else params) of the trained tensors, and the params of the
- * STAT tensors when sync_bn_stats, of the chosen layers in place, times
+/* Sums the params of the trained tensors, and of the STAT tensors when
+ * sync_bn_stats, of the chosen layers in place, times
  * scale, over the k ranks e->perm[0 .. k) when k < world (member: this
  * rank is one of them), else over all ranks. The members' sum is one
  * sum_f32v_among, or, where the communicator lacks it, one sum_f32v over
  * all ranks to which a non-member contributes its tensors zeroed first.
  * Adds its time to *t. */
-static selsync_status transfer(selsync_engine *e, int grads, int member, int k, float scale, double *t)
+static selsync_status transfer(selsync_engine *e, int member, int k, float scale, double *t)
 {
     double t0 = selsync_now();
     size_t n = 0, ns = 0;
@@ -546,7 +597,7 @@ static selsync_status transfer(selsync_engine *e, int grads, int member, int k, 
 
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
-        float *v = grads && x->grad ? x->grad : x->param;
+        float *v = x->param;
         if (!e->chosen[x->layer] || !syncs(e, x)) continue;
         if (!member && !among) memset(v, 0, x->count * sizeof(float));
         e->seg[ns++] = (selsync_segment){v, x->count};
@@ -565,6 +616,79 @@ static selsync_status transfer(selsync_engine *e, int grads, int member, int k, 
     return SELSYNC_OK;
 }
 
+/* The step begins (at its first selsync_layer_ready, else at
+ * before_update): whether its buckets overlap the backward pass, decided
+ * from what is known before it (top comment). */
+static void open_step(selsync_engine *e)
+{
+    int sure = e->cfg.method == SELSYNC_METHOD_BSP ||
+               (e->cfg.method == SELSYNC_METHOD_SELSYNC &&
+                (e->step < (uint64_t)e->cfg.warmup ||
+                 (e->cfg.max_local > 0 && e->local_run >= (uint64_t)e->cfg.max_local)));
+    e->step_open = 1;
+    e->overlapping = sure && e->cfg.overlap && e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS &&
+                     e->cfg.on_nonfinite != SELSYNC_NONFINITE_SKIP &&
+                     e->comm.ops->sum_f32v_start && e->comm.ops->wait_sums;
+    if (e->overlapping) {
+        memset(e->chosen, 1, e->n_layers);
+        e->scale = 1.0f / (float)e->world;
+    }
+    memset(e->measured, 0, e->nt);
+    memset(e->ready, 0, e->n_layers);
+    e->bucket_pos = e->nt;
+    e->seg_used = e->bucket_n = 0;
+    e->t_hooks = 0;
+}
+
+/* Sums (overlapping: starts) the gradient buckets not summed yet this step,
+ * in order (top comment): the chosen layers' synced tensors from
+ * bucket_pos down, a bucket ending once it holds bucket_mb. ready_only:
+ * stops before a bucket that holds a tensor of a layer not ready. */
+static selsync_status sum_buckets(selsync_engine *e, int ready_only)
+{
+    const double limit = e->cfg.bucket_mb * 1e6;
+    while (e->bucket_pos > 0) {
+        size_t i = e->bucket_pos, ns = 0, n = 0;
+        selsync_segment *seg = e->seg + e->seg_used;
+        selsync_status st;
+        while (i > 0 && (double)n * sizeof(float) < limit) {
+            const selsync_tensor *x = &e->t[--i];
+            if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+            if (ready_only && !e->ready[x->layer]) return SELSYNC_OK;
+            seg[ns++] = (selsync_segment){x->grad ? x->grad : x->param, x->count};
+            n += x->count;
+        }
+        if (ns == 0) break;
+        if (e->bucket_n == 0) e->bucket_b0 = e->comm.ops->bytes_sent(e->comm.ctx);
+        st = e->overlapping ? e->comm.ops->sum_f32v_start(e->comm.ctx, seg, ns, e->scale)
+                            : e->comm.ops->sum_f32v(e->comm.ctx, seg, ns, e->scale);
+        if (st != SELSYNC_OK) return comm_failed(e, st, e->overlapping ? "sum_f32v_start" : "sum_f32v", n);
+        e->bucket_pos = i;
+        e->seg_used += ns;
+        e->bucket_n += n;
+    }
+    e->bucket_pos = 0;
+    return SELSYNC_OK;
+}
+
+/* The gradients of the chosen layers averaged over all ranks: the buckets
+ * not yet summed, then (overlapping) the wait for those started. Adds the
+ * time to *t. */
+static selsync_status average_grads(selsync_engine *e, double *t)
+{
+    double t0 = selsync_now();
+    selsync_status st = sum_buckets(e, 0);
+    if (st == SELSYNC_OK && e->overlapping && (st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
+        return comm_failed(e, st, "sum_f32v (started during the backward pass)", e->bucket_n);
+    if (st != SELSYNC_OK) return st;
+    if (e->bucket_n >= e->ratio_n && e->bucket_n) {
+        e->ratio = (double)(e->comm.ops->bytes_sent(e->comm.ctx) - e->bucket_b0) / ((double)e->bucket_n * sizeof(float));
+        e->ratio_n = e->bucket_n;
+    }
+    *t += selsync_now() - t0;
+    return SELSYNC_OK;
+}
+
 static selsync_status check(selsync_engine *e, int in_step)
 {
     if (e->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
@@ -573,6 +697,27 @@ static selsync_status check(selsync_engine *e, int in_step)
                      in_step ? "selsync_after_update without a preceding selsync_before_update"
                              : "selsync_before_update or selsync_finish in the middle of a step");
     return SELSYNC_OK;
+}
+
+selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
+{
+    selsync_status st;
+    double t0 = selsync_now();
+
+    if (!e || layer >= e->n_layers) return SELSYNC_EINVAL;
+    if ((st = check(e, 0)) != SELSYNC_OK || e->ssp_server || e->ssp) return st;
+    if (!e->step_open) {
+        open_step(e);
+        e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
+        if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
+    }
+    if (!e->overlapping || e->ready[layer]) return SELSYNC_OK;
+    e->ready[layer] = 1;
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].layer == layer) measure_tensor(e, i);
+    st = sum_buckets(e, 1);
+    e->t_hooks += selsync_now() - t0;
+    return st;
 }
 
 selsync_status selsync_before_update(selsync_engine *e, double loss, double learning_rate)
@@ -584,17 +729,21 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     if ((st = check(e, 0)) != SELSYNC_OK) return st;
     if (e->ssp_server)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: rank 0 is the parameter server and does not train");
+    if (!e->step_open) {
+        open_step(e);
+        e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
+        if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
+    }
     memset(&e->cur, 0, sizeof e->cur);
     e->cur.step = e->step;
-    if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
     e->cur.loss = loss;
     e->cur.learning_rate = learning_rate;
     e->cur.inject_bytes = e->inject_next;
     e->inject_next = 0;
-    e->cur.t_compute = t0 - e->t_mark;
-    e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    e->cur.t_compute = t0 - e->t_mark - e->t_hooks;
     int bad = measure(e);
-    e->cur.t_measure = selsync_now() - t0;
+    e->cur.t_measure = selsync_now() - t0 + e->t_hooks;
+    if (e->overlapping && (st = average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     if (bad == 2 || (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP))
         return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: %s (gradient's squared norm %g, "
                      "loss %g); stopping (%s)", e->step, e->rank,
@@ -603,8 +752,8 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
                                     : "on_nonfinite = skip would skip synchronising such steps instead");
     if (bad) discard_own_step(e);
     if ((st = decide(e, bad)) != SELSYNC_OK) return st;
-    if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP &&
-        (st = transfer(e, 1, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+    if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP && !e->overlapping &&
+        (st = average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     e->in_step = 1;
     return SELSYNC_OK;
@@ -638,8 +787,9 @@ selsync_status selsync_after_update(selsync_engine *e)
     if (!e) return SELSYNC_EINVAL;
     if ((st = check(e, 1)) != SELSYNC_OK) return st;
     e->in_step = 0;
+    e->step_open = 0;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
-        (st = transfer(e, 0, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
@@ -689,7 +839,7 @@ selsync_status selsync_finish(selsync_engine *e)
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     memset(e->chosen, 1, e->n_layers);
     if (e->cfg.method != SELSYNC_METHOD_SSP)
-        st = transfer(e, 0, 1, e->world, 1.0f / (float)e->world, &e->tot.t_transfer);
+        st = transfer(e, 1, e->world, 1.0f / (float)e->world, &e->tot.t_transfer);
     else if (e->ssp && (st = selsync_ssp_done(e->ssp)) != SELSYNC_OK) {
         e->broken = 1;
         EFAIL(e, st, "[selsync] rank %d: %s", e->rank, selsync_ssp_worker_error(e->ssp));

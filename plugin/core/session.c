@@ -504,6 +504,11 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
 
 /* ---- steps, evaluations and checkpoints ---- */
 
+selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer)
+{
+    return s->engine && selsync_layer_ready(s->engine, layer) ? engine_failed(s) : SELSYNC_OK;
+}
+
 selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate)
 {
     selsync_status st;

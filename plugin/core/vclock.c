@@ -333,7 +333,7 @@ static void v_step_begins(void *ctx, uint64_t step)
 
 static const selsync_comm_ops virtual_ops = {
     "virtual time", v_rank, v_size, v_any, v_sum_f32, v_sum_f32v, v_sum_f64, v_bcast, v_bytes_sent, v_abort,
-    v_send, v_recv, v_last_error, v_step_begins, v_sum_f32v_among,
+    v_send, v_recv, v_last_error, v_step_begins, v_sum_f32v_among, NULL, NULL,
 };
 
 selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net, double (*cpu)(void),

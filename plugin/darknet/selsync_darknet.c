@@ -20,6 +20,9 @@
  *                   trainer's loop at once (*net->seen)
  *   BATCH_REQUESTED / BATCH_LOADED   data injection: the images to load,
  *                   the batch completed with the shared samples
+ *   LAYER_BACKWARD_DONE  in the backward pass of a batch's last
+ *                   subdivision (an update follows): the layer's gradient
+ *                   is final, so its sum may start (overlap)
  *   BEFORE_UPDATE / AFTER_UPDATE     the session's step
  *   ITERATION_PRINTED   the decision and sync fraction (the console rank)
  *   TRAIN_END       the session's end (final average, evaluation, summary)
@@ -440,7 +443,6 @@ static void on_train_end(attachment *a)
 static int on_event(network *net, network_event event, void *arg, void *user)
 {
     attachment *a = user;
-    (void)net;
     switch (event) {
     case NETWORK_LOADED: on_loaded(a, arg); break;
     case TRAIN_BEGIN: on_train_begin(a, arg); break;
@@ -453,6 +455,10 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     case ITERATION_PRINTED: on_iteration_printed(a, arg); break;
     case TRAIN_END: on_train_end(a); break;
     case BEFORE_SAVE: return a->ad->rank != 0; /* only rank 0 writes */
+    case LAYER_BACKWARD_DONE: /* train_network_datum updates after the batch's last subdivision */
+        if (((*net->seen) / net->batch) % net->subdivisions == 0)
+            check(a, selsync_session_layer_ready(a->session, (size_t)*(int *)arg));
+        break;
     }
     return 0;
 }
@@ -461,7 +467,7 @@ static int on_event(network *net, network_event event, void *arg, void *user)
 #define HANDLED_EVENTS (NETWORK_EVENT_BIT(NETWORK_LOADED) | NETWORK_EVENT_BIT(TRAIN_BEGIN) | \
     NETWORK_EVENT_BIT(BATCH_REQUESTED) | NETWORK_EVENT_BIT(BATCH_LOADED) | NETWORK_EVENT_BIT(BEFORE_UPDATE) | \
     NETWORK_EVENT_BIT(AFTER_UPDATE) | NETWORK_EVENT_BIT(ITERATION_PRINTED) | NETWORK_EVENT_BIT(TRAIN_END) | \
-    NETWORK_EVENT_BIT(BEFORE_SAVE))
+    NETWORK_EVENT_BIT(BEFORE_SAVE) | NETWORK_EVENT_BIT(LAYER_BACKWARD_DONE))
 
 /* --- the [selsync] section --------------------------------------------------- */
 

@@ -4,6 +4,7 @@
 #include "comm_mpi.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,11 @@
 #define STALL_SPIN_S 1.0
 #define STALL_NAP_NS 1000000L
 #define STALL_EXIT_CODE 1
+/* The background thread's waits (sum_f32v_start) never spin: they poll
+ * with naps doubling from BG_NAP_MIN_NS to BG_NAP_MAX_NS, so the thread
+ * takes little CPU from the computation it overlaps. */
+#define BG_NAP_MIN_NS 5000L
+#define BG_NAP_MAX_NS 100000L
 /* Tags of the stall notices on the watch communicator; the payload is the
  * sender's collective count (see enter()). */
 #define NOTE_WAITING 1  /* "I have waited a while in collective SEQ": answer */
@@ -52,6 +58,7 @@ typedef struct mpi_ctx {
     int active;          /* comm is live */
     int own_init;        /* we called MPI_Init_thread */
     int atexit_done;     /* handler registered */
+    int threads_ok;      /* MPI allows a second thread (MPI_THREAD_SERIALIZED or more) */
     volatile int aborting;
     float *scratch;      /* sum_f32 scratch, kept between calls */
     size_t scratch_cap;  /* in floats */
@@ -85,6 +92,30 @@ typedef struct mpi_ctx {
     MPI_Request *note_req;
     char last_error[MPI_MAX_ERROR_STRING + 160];
 } mpi_ctx;
+
+/* The background sums (sum_f32v_start): a queue the caller's thread fills
+ * and one thread runs, one sum after another. While it has work, the
+ * caller's thread makes no MPI call: every other op first waits until the
+ * queue is empty (check_live), so MPI sees one thread at a time
+ * (MPI_THREAD_SERIALIZED). A failure is kept and returned by every later
+ * op: the ring's state across the ranks is then unknown. */
+typedef struct bg_sum {
+    const selsync_segment *segs;
+    size_t nseg;
+    float scale;
+} bg_sum;
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;       /* the queue changed */
+    pthread_t thread;
+    int started, stop, busy; /* busy: running q[head], already taken off the count */
+    bg_sum *q;
+    size_t cap, head, count; /* the sums waiting: q[head .. head + count) */
+    selsync_status failed;
+} bg = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+static _Thread_local int on_bg_thread;
 
 static mpi_ctx g = {
     .comm = MPI_COMM_NULL,
@@ -122,8 +153,15 @@ static void copy_err(char *err, size_t errlen, const char *msg)
     if (err && errlen) snprintf(err, errlen, "%s", msg);
 }
 
+static selsync_status bg_idle(void);
+
+/* Every op starts here: checks the communicator and buffer, and on the
+ * caller's thread waits for the background sums (their failure, if any,
+ * is the op's). */
 static selsync_status check_live(void *ctx, const void *buf, size_t n, const char *op)
 {
+    selsync_status s = on_bg_thread ? SELSYNC_OK : bg_idle();
+    if (s != SELSYNC_OK) return s;
     if (ctx != &g || !g.active) {
         set_error("%s: MPI communicator used while not active (after selsync_mpi_finalize?)", op);
         return SELSYNC_ESTATE;
@@ -221,7 +259,8 @@ static void stall_report(int n, MPI_Request *req, const int *peer, double waited
 {
     char missing[256], step[48] = "", msg[512];
     describe_missing(missing, sizeof missing, n, req, peer);
-    if (g.step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)g.step);
+    int64_t at = __atomic_load_n(&g.step, __ATOMIC_RELAXED);
+    if (at >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)at);
     if (!timed_out) {
         fprintf(stderr, "selsync: rank %d: waiting %lld s in %s%s %s\n", g.rank,
                 (long long)waited, g.op, step, missing);
@@ -241,17 +280,20 @@ static void stall_report(int n, MPI_Request *req, const int *peer, double waited
 static int watched_waitall(int n, MPI_Request *req, const int *peer, MPI_Status *st)
 {
     double warn = g.stall_warn, limit = g.stall_timeout;
-    if (warn <= 0 && limit <= 0) return MPI_Waitall(n, req, st);
+    int watch = warn > 0 || limit > 0;
+    if (!watch && !on_bg_thread) return MPI_Waitall(n, req, st);
     double first = warn <= 0 ? limit : (limit <= 0 || warn < limit) ? warn : limit;
-    double spin = first / 4 < STALL_SPIN_S ? first / 4 : STALL_SPIN_S;
+    double spin = on_bg_thread ? 0 : first / 4 < STALL_SPIN_S ? first / 4 : STALL_SPIN_S;
     double t0 = now_s(), next_warn = warn;
-    int told = !g.collective, done = 0, rc = MPI_SUCCESS;
+    long nap_ns = on_bg_thread ? BG_NAP_MIN_NS : STALL_NAP_NS;
+    int told = !g.collective || !watch, done = 0, rc = MPI_SUCCESS;
     while (!done && rc == MPI_SUCCESS) {
         double t = now_s() - t0;
         if (t >= spin) {
-            struct timespec nap = {0, STALL_NAP_NS};
-            watch_poll(1);
+            struct timespec nap = {0, nap_ns};
+            if (watch) watch_poll(1);
             nanosleep(&nap, NULL);
+            if (on_bg_thread && nap_ns < BG_NAP_MAX_NS) nap_ns *= 2;
         }
         if (!told && t >= first / 2) {
             for (int r = 0; r < g.size; ++r)
@@ -886,7 +928,106 @@ static const char *comm_last_error(void *ctx)
 static void comm_step_begins(void *ctx, uint64_t step)
 {
     (void)ctx;
-    g.step = (int64_t)step;
+    __atomic_store_n(&g.step, (int64_t)step, __ATOMIC_RELAXED); /* read by the background thread */
+}
+
+/* --- background sums ------------------------------------------------------ */
+
+static void *bg_main(void *arg)
+{
+    (void)arg;
+    on_bg_thread = 1;
+    pthread_mutex_lock(&bg.mu);
+    for (;;) {
+        while (bg.count == 0 && !bg.stop) pthread_cond_wait(&bg.cv, &bg.mu);
+        if (bg.count == 0) break;
+        bg_sum job = bg.q[bg.head++];
+        selsync_status st = bg.failed;
+        bg.count--;
+        bg.busy = 1;
+        pthread_mutex_unlock(&bg.mu);
+        if (st == SELSYNC_OK) st = comm_sum_f32v(&g, job.segs, job.nseg, job.scale);
+        pthread_mutex_lock(&bg.mu);
+        if (bg.failed == SELSYNC_OK) bg.failed = st;
+        bg.busy = 0;
+        pthread_cond_broadcast(&bg.cv);
+    }
+    pthread_mutex_unlock(&bg.mu);
+    return NULL;
+}
+
+/* Waits until the background thread has nothing to do; its failure. */
+static selsync_status bg_idle(void)
+{
+    selsync_status st;
+    if (!bg.started) return SELSYNC_OK;
+    pthread_mutex_lock(&bg.mu);
+    while (bg.count || bg.busy) pthread_cond_wait(&bg.cv, &bg.mu);
+    st = bg.failed;
+    pthread_mutex_unlock(&bg.mu);
+    return st;
+}
+
+/* Stops the background thread (after its queue). */
+static void bg_stop(void)
+{
+    if (!bg.started) return;
+    pthread_mutex_lock(&bg.mu);
+    bg.stop = 1;
+    pthread_cond_broadcast(&bg.cv);
+    pthread_mutex_unlock(&bg.mu);
+    pthread_join(bg.thread, NULL);
+    free(bg.q);
+    bg.q = NULL;
+    bg.cap = bg.head = bg.count = 0;
+    bg.started = bg.stop = 0;
+    bg.failed = SELSYNC_OK;
+}
+
+/* Queues the sum (the segments checked here, on the caller's thread); runs
+ * it at once where MPI allows one thread only or there is one rank. */
+static selsync_status comm_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    selsync_status s;
+    int ok = ctx == &g && g.active && (segs || nseg == 0);
+    if (!bg.started && (!g.threads_ok || g.size == 1)) return comm_sum_f32v(ctx, segs, nseg, scale);
+    for (size_t k = 0; ok && k < nseg; k++) ok = segs[k].data || segs[k].count == 0;
+    if (!ok) return check_segments(ctx, segs, nseg, "sum_f32v"); /* after the queue: the message */
+    pthread_mutex_lock(&bg.mu);
+    s = bg.failed;
+    if (s == SELSYNC_OK && bg.count == 0) bg.head = 0;
+    if (s == SELSYNC_OK && bg.head + bg.count == bg.cap) {
+        size_t cap = bg.cap ? 2 * bg.cap : 16;
+        bg_sum *q = realloc(bg.q, cap * sizeof *q);
+        if (!q) {
+            set_error("sum_f32v_start: out of memory");
+            s = SELSYNC_ENOMEM;
+        } else {
+            bg.q = q;
+            bg.cap = cap;
+        }
+    }
+    if (s == SELSYNC_OK && !bg.started) {
+        int e = pthread_create(&bg.thread, NULL, bg_main, NULL);
+        if (e != 0) {
+            set_error("sum_f32v_start: pthread_create failed: %s", strerror(e));
+            s = SELSYNC_ECOMM;
+        } else {
+            bg.started = 1;
+        }
+    }
+    if (s == SELSYNC_OK) {
+        bg.q[bg.head + bg.count++] = (bg_sum){segs, nseg, scale};
+        pthread_cond_broadcast(&bg.cv);
+    }
+    pthread_mutex_unlock(&bg.mu);
+    return s;
+}
+
+static selsync_status comm_wait_sums(void *ctx)
+{
+    (void)ctx;
+    return bg_idle();
 }
 
 static const selsync_comm_ops mpi_ops = {
@@ -905,6 +1046,8 @@ static const selsync_comm_ops mpi_ops = {
     .last_error = comm_last_error,
     .step_begins = comm_step_begins,
     .sum_f32v_among = comm_sum_f32v_among,
+    .sum_f32v_start = comm_sum_f32v_start,
+    .wait_sums = comm_wait_sums,
 };
 
 static void at_exit_handler(void)
@@ -1003,7 +1146,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     MPI_Initialized(&init);
     int provided = MPI_THREAD_SINGLE;
     if (!init) {
-        rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+        rc = MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
         if (rc != MPI_SUCCESS) {
             mpi_fail("MPI_Init_thread", rc);
             copy_err(err, errlen, g.last_error);
@@ -1023,6 +1166,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
         }
         return SELSYNC_ECOMM;
     }
+    g.threads_ok = provided >= MPI_THREAD_SERIALIZED;
     rc = MPI_Comm_dup(MPI_COMM_WORLD, &g.comm);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_rank(g.comm, &g.rank);
@@ -1069,6 +1213,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
 void selsync_mpi_finalize(void)
 {
     if (!g.active) return;
+    bg_stop();
     g.active = 0;
     release();
     free(g.scratch);
@@ -1097,7 +1242,7 @@ int selsync_mpi_active(void)
 
 void selsync_mpi_set_step(int64_t step)
 {
-    g.step = step;
+    __atomic_store_n(&g.step, step, __ATOMIC_RELAXED);
 }
 
 const char *selsync_mpi_last_error(void)

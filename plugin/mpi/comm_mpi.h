@@ -3,9 +3,18 @@
  * This header deliberately does not include mpi.h: callers see only the
  * selsync_comm seam. Only plugin/mpi/comm_mpi.c talks to MPI.
  *
- * Threading: MPI is initialised with MPI_THREAD_FUNNELED; every function
+ * Threading: MPI is initialised with MPI_THREAD_SERIALIZED; every function
  * here and every op of the returned communicator must be called from the
- * thread that called selsync_mpi_init.
+ * thread that called selsync_mpi_init. sum_f32v_start hands its sum to one
+ * background thread, started on first use and joined by
+ * selsync_mpi_finalize, which runs the queued sums one after another with
+ * the ring of sum_f32v; its waits poll with naps of 5-100 us instead of
+ * spinning, so it takes little CPU from the computation beside it. Every
+ * other op (and wait_sums) first waits until that queue is empty, so MPI
+ * is called by one thread at a time, and a failure of a background sum is
+ * returned by every op after it. Where MPI provides less than
+ * MPI_THREAD_SERIALIZED (initialised elsewhere), or with one rank,
+ * sum_f32v_start runs the sum at once.
  *
  * Collectives (all ranks call the same ops in the same order, with the same
  * counts and root):
@@ -115,7 +124,7 @@
 
 /* When the process was started by an MPI launcher (the environment holds
  * OMPI_COMM_WORLD_SIZE, PMIX_RANK or PMI_SIZE), initialises MPI with
- * MPI_THREAD_FUNNELED (unless it already is initialised), registers an
+ * MPI_THREAD_SERIALIZED (unless it already is initialised), registers an
  * atexit handler (see below) and fills *out with a communicator over a
  * duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN. Otherwise fills *out
  * with selsync_comm_single() and does not touch MPI. A second call while

@@ -158,14 +158,40 @@ static const char *m_last_error(void *ctx)
     return "mock communicator: call failed as scripted";
 }
 
-static const selsync_comm_ops mock_ops = {
-    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
-    m_last_error, NULL, m_sum_f32v_among,
-};
+static selsync_status m_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    mock_comm *m = ctx;
+    m->start_calls++;
+    if (m->pending_n == MOCK_MAX_STARTS) return SELSYNC_EINVAL;
+    for (size_t k = 0; k < nseg; k++)
+        if (m->started_segs < MOCK_MAX_SEGS) m->started_seg[m->started_segs++] = segs[k].data;
+    m->pending[m->pending_n].segs = segs;
+    m->pending[m->pending_n].nseg = nseg;
+    m->pending[m->pending_n++].scale = scale;
+    return SELSYNC_OK;
+}
 
-static const selsync_comm_ops mock_ops_without_among = {
-    "mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send, m_recv,
-    m_last_error, NULL, NULL,
+static selsync_status m_wait_sums(void *ctx)
+{
+    mock_comm *m = ctx;
+    selsync_status st = SELSYNC_OK;
+    m->wait_calls++;
+    for (int i = 0; i < m->pending_n && st == SELSYNC_OK; i++)
+        st = m_sum_f32v(ctx, m->pending[i].segs, m->pending[i].nseg, m->pending[i].scale);
+    m->pending_n = 0;
+    return st;
+}
+
+/* [no_among][async] */
+static const selsync_comm_ops mock_ops[2][2] = {
+    {{"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
+      m_recv, m_last_error, NULL, m_sum_f32v_among, NULL, NULL},
+     {"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
+      m_recv, m_last_error, NULL, m_sum_f32v_among, m_sum_f32v_start, m_wait_sums}},
+    {{"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
+      m_recv, m_last_error, NULL, NULL, NULL, NULL},
+     {"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
+      m_recv, m_last_error, NULL, NULL, m_sum_f32v_start, m_wait_sums}},
 };
 
 void mock_init(mock_comm *m, int rank, int size)
@@ -178,7 +204,7 @@ void mock_init(mock_comm *m, int rank, int size)
 
 selsync_comm mock_as_comm(mock_comm *m)
 {
-    selsync_comm c = {m->no_among ? &mock_ops_without_among : &mock_ops, m};
+    selsync_comm c = {&mock_ops[m->no_among != 0][m->async != 0], m};
     return c;
 }
 

@@ -14,6 +14,8 @@
 #define MOCK_MAX_RANKS 32
 #define MOCK_MAX_MSGS 128
 #define MOCK_MSG_BYTES 512
+#define MOCK_MAX_STARTS 64
+#define MOCK_MAX_SEGS 256
 
 /* One point-to-point message: to or from `peer`; data holds the first
  * MOCK_MSG_BYTES bytes. recvs: recv calls made before it was sent. */
@@ -57,6 +59,18 @@ typedef struct mock_comm {
     int among_calls, among_k;
     int among_members[MOCK_MAX_RANKS];
     int no_among;
+
+    /* sum_f32v_start, with async set before mock_as_comm (else the op is
+     * NULL): recorded (start_calls; the data pointer of every segment of
+     * the first MOCK_MAX_SEGS in started_seg) and run as sum_f32v at the
+     * next wait_sums, in the order started, as a background sum finishes
+     * later; at most MOCK_MAX_STARTS between two waits (more: SELSYNC_EINVAL). */
+    int async;
+    int start_calls, wait_calls;
+    const float *started_seg[MOCK_MAX_SEGS];
+    size_t started_segs;
+    struct { const selsync_segment *segs; size_t nseg; float scale; } pending[MOCK_MAX_STARTS];
+    int pending_n;
 
     /* bcast: records every call (root and bytes of the first MOCK_MAX_QUEUE);
      * at the root keeps a copy of what it sent (up to MOCK_MAX_ELEMS floats)

@@ -310,7 +310,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, aggregate, "
+                                "smoothing, warmup, granularity, max_local, target_sync, aggregate, overlap, bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
                                 "log, eval_every, checkpoint_every, chart_every, on_nonfinite");
@@ -662,6 +662,57 @@ static void test_guard_with_bsp(void **state)
     assert_contains(f->err, ":3: [selsync] max_local = '10': does not apply to method = bsp");
 }
 
+static void test_overlap_keys(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 1); /* the default where gradients are averaged */
+    assert_true(f->cfg.bucket_mb == 4);
+    selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
+    assert_contains(f->err, " aggregate=grads overlap=1 bucket_mb=4 sync_bn_stats=1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "overlap", "0", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "bucket_mb", "0.5", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 0);
+    assert_true(f->cfg.bucket_mb == 0.5);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "overlap", "2", 5), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] overlap = '2'");
+    assert_int_equal(set(f, "bucket_mb", "0", 6), SELSYNC_ECONFIG);
+    assert_contains(f->err, "a real number in (0,1024]");
+    assert_int_equal(set(f, "bucket_mb", "2048", 7), SELSYNC_ECONFIG);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* selsync averages parameters by default */
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 0);
+}
+
+static void test_overlap_needs_grads_and_stop(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "bucket_mb", "8", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:3: [selsync] bucket_mb = '8': gradient buckets apply to aggregate = grads");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "overlap", "1", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] overlap = '1': does not apply to method = fedavg");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "on_nonfinite", "skip", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 0); /* skip turns the default off */
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "on_nonfinite", "skip", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "overlap", "1", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] overlap = 1: on_nonfinite = skip decides after the backward pass");
+}
+
 static void test_finish_aggregate_with_fedavg(void **state)
 {
     fixture *f = *state;
@@ -929,6 +980,8 @@ int main(void)
         T(test_finish_selsync_key_with_bsp),
         T(test_guard_and_target_keys),
         T(test_target_sync_needs_a_delta),
+        T(test_overlap_keys),
+        T(test_overlap_needs_grads_and_stop),
         T(test_guard_with_bsp),
         T(test_finish_aggregate_with_fedavg),
         T(test_finish_aggregate_with_bsp_ok),

@@ -532,17 +532,20 @@ static void check_grads(fx *f, int sync_bn)
     assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
     assert_int_equal(f->mock.sum_last_n, sync_bn ? N_ALL : N_TRAINED);
     snapshot(host);
-    for (int i = 0, k = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++)
+    for (int i = 0, k = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++) {
+        size_t packed = 0; /* one bucket, packed from the last tensor to the first */
+        for (int m = i + 1; m < N_TENSORS; m++) packed += grads[m] || sync_bn ? counts[m] : 0;
         for (size_t j = 0; j < counts[i]; j++) {
             int idx = n + (int)j;
             if (grads[i]) { /* averaged grad, untouched param */
-                assert_true(grads[i][j] == (g0[k] + r[idx - (sync_bn ? 0 : (idx > 10 ? 2 : 0))]) * 0.5f);
+                assert_true(grads[i][j] == (g0[k] + r[packed + j]) * 0.5f);
                 assert_true(host[idx] == before[idx]);
                 k++;
             } else {
-                assert_true(host[idx] == (sync_bn ? (before[idx] + r[idx]) * 0.5f : before[idx]));
+                assert_true(host[idx] == (sync_bn ? (before[idx] + r[packed + j]) * 0.5f : before[idx]));
             }
         }
+    }
     for (int i = 0; i < N_TENSORS; i++)
         for (size_t j = 0; grads[i] && j < counts[i]; j++) params[i][j] -= grads[i][j];
     snapshot(host);
@@ -554,6 +557,161 @@ static void check_grads(fx *f, int sync_bn)
 
 static void test_aggregate_grads(void **state) { check_grads(*state, 1); }
 static void test_aggregate_grads_no_bn(void **state) { check_grads(*state, 0); }
+
+/* ---- gradient buckets and overlap ---- */
+
+/* One bsp step with 12-byte buckets (3 floats): from the last tensor, the
+ * buckets are [gw3] (5 floats), [s1 gw1] (2 + 3), [gb0 gw0] (2 + 4).
+ * async: the mock defers started sums to wait_sums; the layers are reported
+ * ready from the last to the first. Leaves the grads and stats in out. */
+static void bucketed_step(fx *f, int async, int overlap, float *out)
+{
+    float r[N_ALL];
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = async;
+    f->comm = mock_as_comm(&f->mock);
+    f->mock.remote_scale = 0;
+    for (int i = 0; i < N_ALL; i++) r[i] = 0.75f * (float)i - 2.0f;
+    f->mock.remote = r;
+    f->mock.remote_n = N_ALL;
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    f->cfg.bucket_mb = 12e-6;
+    f->cfg.overlap = overlap;
+    make(f);
+    for (int i = 0, k = 0, n = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; j < counts[i]; j++, n++) {
+            params[i][j] = 1.0f + (float)n;
+            if (grads[i]) grads[i][j] = 0.3f * (float)k++ + 0.1f;
+        }
+    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    for (int i = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++)
+        memcpy(out + n, grads[i] ? grads[i] : params[i], counts[i] * sizeof(float));
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+}
+
+static void test_buckets_cover_every_tensor_once(void **state)
+{
+    fx *f = *state;
+    float got[N_ALL];
+    const float *want[] = {grads[4], params[3], grads[2], grads[1], grads[0]};
+    bucketed_step(f, 1, 1, got);
+    assert_int_equal(f->mock.start_calls, 3);
+    assert_int_equal(f->mock.wait_calls, 1);
+    assert_int_equal(f->mock.sum_calls, 3);
+    assert_int_equal(f->mock.sum_total_n, N_ALL);
+    assert_int_equal(f->mock.started_segs, 5);
+    for (int i = 0; i < 5; i++) assert_ptr_equal(f->mock.started_seg[i], want[i]);
+    assert_int_equal(selsync_last_step(f->e)->decision, SELSYNC_SYNC_STEP);
+}
+
+/* The buckets start as soon as their layers are ready, not later. */
+static void test_buckets_start_when_their_layers_are_ready(void **state)
+{
+    fx *f = *state;
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = 1;
+    f->comm = mock_as_comm(&f->mock);
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    f->cfg.bucket_mb = 12e-6;
+    make(f);
+    for (int s = 0; s < 2; s++) {
+        int base = 3 * s;
+        assert_int_equal(selsync_layer_ready(f->e, 3), SELSYNC_OK);
+        assert_int_equal(f->mock.start_calls, base + 1);
+        assert_int_equal(selsync_layer_ready(f->e, 2), SELSYNC_OK);
+        assert_int_equal(f->mock.start_calls, base + 1);
+        assert_int_equal(selsync_layer_ready(f->e, 1), SELSYNC_OK);
+        assert_int_equal(f->mock.start_calls, base + 2);
+        assert_int_equal(f->mock.sum_calls, 3 * s); /* none run before the wait */
+        assert_int_equal(selsync_layer_ready(f->e, 0), SELSYNC_OK);
+        assert_int_equal(f->mock.start_calls, base + 3);
+        step(f);
+        assert_int_equal(f->mock.wait_calls, s + 1);
+        assert_int_equal(f->mock.sum_calls, 3 * (s + 1));
+    }
+}
+
+/* Overlapped or not, deferred or not: the same bits, and the norm of the
+ * rank's own gradient. */
+static void test_overlap_gives_the_same_bits(void **state)
+{
+    fx *f = *state;
+    float a[N_ALL], b[N_ALL], c[N_ALL];
+    double norm;
+    bucketed_step(f, 1, 1, a);
+    norm = selsync_last_step(f->e)->grad_norm;
+    selsync_destroy(f->e);
+    f->e = NULL;
+    bucketed_step(f, 0, 0, b);
+    assert_int_equal(f->mock.sum_calls, 3);
+    assert_true(selsync_last_step(f->e)->grad_norm == norm);
+    selsync_destroy(f->e);
+    f->e = NULL;
+    bucketed_step(f, 1, 0, c);
+    assert_int_equal(f->mock.start_calls, 0);
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_equal(a, c, sizeof a);
+    for (int i = 0, k = 0; i < N_TENSORS; i++) /* and the values: (own + remote) / 2 */
+        for (size_t j = 0; grads[i] && j < counts[i]; j++, k++) assert_true(a[k + (i > 3 ? 2 : 0)] != 0.3f * (float)k + 0.1f);
+}
+
+/* selsync overlaps its warm-up steps and the steps max_local forces, not
+ * the steps it decides after the backward pass; on_nonfinite = skip never. */
+static void test_overlap_only_where_the_step_is_known_to_sync(void **state)
+{
+    fx *f = *state;
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = 1;
+    f->comm = mock_as_comm(&f->mock);
+    f->cfg.aggregate = SELSYNC_AGGREGATE_GRADS;
+    f->cfg.window = 2;
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e9; /* never significant after the warm-up */
+    f->cfg.max_local = 2;
+    make(f);
+    const int starts[] = {1, 0, 0, 1, 0, 0, 1};
+    const int synced[] = {1, 0, 0, 1, 0, 0, 1};
+    for (int s = 0; s < 7; s++) {
+        int before = f->mock.start_calls;
+        set_grads(1.0f);
+        for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+        if ((f->mock.start_calls > before) != starts[s]) fail_msg("step %d: started %d", s, f->mock.start_calls - before);
+        assert_int_equal(step(f)->decision, synced[s] ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+    }
+    selsync_destroy(f->e);
+    f->e = NULL;
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = 1;
+    f->comm = mock_as_comm(&f->mock);
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    f->cfg.on_nonfinite = SELSYNC_NONFINITE_SKIP;
+    make(f);
+    assert_int_equal(f->cfg.overlap, 0);
+    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+    assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP);
+    assert_int_equal(f->mock.start_calls, 0);
+    assert_int_equal(f->mock.sum_calls, 1);
+}
+
+/* A started sum that fails fails the step, with the message. */
+static void test_overlap_failure(void **state)
+{
+    fx *f = *state;
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = 1;
+    f->mock.fail_sum_call = 1;
+    f->comm = mock_as_comm(&f->mock);
+    f->cfg.method = SELSYNC_METHOD_BSP;
+    make(f);
+    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+    assert_int_equal(f->mock.start_calls, 1);
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ECOMM);
+    assert_contains(selsync_engine_error(f->e), "started during the backward pass");
+    assert_int_equal(selsync_layer_ready(f->e, 0), SELSYNC_ECOMM);
+    assert_int_equal(selsync_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL);
+}
 
 static void test_fedavg_members(void **state)
 {
@@ -1235,6 +1393,11 @@ int main(void)
         T(test_aggregate_params_no_bn),
         T(test_aggregate_grads),
         T(test_aggregate_grads_no_bn),
+        T(test_buckets_cover_every_tensor_once),
+        T(test_buckets_start_when_their_layers_are_ready),
+        T(test_overlap_gives_the_same_bits),
+        T(test_overlap_only_where_the_step_is_known_to_sync),
+        T(test_overlap_failure),
         T(test_fedavg_members),
         T(test_fedavg_all_ranks),
         T(test_fedavg_members_only),

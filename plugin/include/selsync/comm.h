@@ -75,6 +75,16 @@ typedef struct selsync_comm_ops {
      * tensors and calls sum_f32v over all ranks). */
     selsync_status (*sum_f32v_among)(void *ctx, const selsync_segment *segs, size_t nseg, float scale,
                                      const int *members, int k);
+    /* sum_f32v started in the background (NULL: not supported; the engine
+     * then calls sum_f32v). Returns at once; the sums started run one after
+     * another in the order started, each with the bits of sum_f32v. Neither
+     * segs nor the floats in its segments may be touched until wait_sums
+     * returns; every other op waits for the started sums first. */
+    selsync_status (*sum_f32v_start)(void *ctx, const selsync_segment *segs, size_t nseg, float scale);
+    /* Waits until every started sum is done: SELSYNC_OK, or the status of
+     * the first that failed (last_error then holds its message; the sums
+     * started after it are not run). NULL where sum_f32v_start is. */
+    selsync_status (*wait_sums)(void *ctx);
 } selsync_comm_ops;
 
 typedef struct selsync_comm {

@@ -55,6 +55,8 @@ typedef enum selsync_partition {
     X(MAX_LOCAL, "max_local")             \
     X(TARGET_SYNC, "target_sync")         \
     X(AGGREGATE, "aggregate")             \
+    X(OVERLAP, "overlap")                 \
+    X(BUCKET_MB, "bucket_mb")             \
     X(SYNC_BN_STATS, "sync_bn_stats")     \
     X(FEDAVG_INTERVAL, "fedavg_interval") \
     X(FEDAVG_FRACTION, "fedavg_fraction") \
@@ -89,6 +91,8 @@ typedef struct selsync_config {
     int max_local;                 /* a step after this many local ones synchronises; 0 = no bound */
     double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
     selsync_aggregate aggregate;
+    int overlap;                   /* 0/1: gradient sums overlap the backward pass (aggregate = grads) */
+    double bucket_mb;              /* MB (10^6 bytes) of gradients per sum, > 0 */
     int sync_bn_stats;             /* 0/1: also average BN rolling statistics */
     int fedavg_interval;           /* steps between averages, >= 1 */
     double fedavg_fraction;        /* fraction C of ranks in an average, (0,1] */

@@ -4,6 +4,8 @@
  * optimizer step; the engine talks to other ranks through a selsync_comm.
  *
  * Per step (all ranks, same order):
+ *   selsync_layer_ready()    optional, during the backward pass: a layer's
+ *                            gradient is final
  *   selsync_before_update()  gradients accumulated, parameters not updated
  *   (host applies its optimizer update)
  *   selsync_after_update()   parameters updated
@@ -70,9 +72,23 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
                               const selsync_model *model, selsync_engine **out,
                               char *err, size_t errlen);
 
+/* During the backward pass of the step (the one followed by
+ * selsync_before_update): the gradient of `layer` is final. Optional; each
+ * layer at most once per step, in any order (the backward pass's, last
+ * layer first, overlaps most). On a step that averages every layer's
+ * gradient for certain (bsp; selsync in its warm-up or after max_local
+ * local steps) with overlap = 1 and a communicator with sum_f32v_start,
+ * the engine measures the layer's gradient and starts the sum of each
+ * gradient bucket whose layers are all ready: the host must then leave the
+ * arrays of every reported layer alone until selsync_before_update
+ * returns. Otherwise it only notes the layer. Not collective by itself
+ * (the sums it starts are). */
+selsync_status selsync_layer_ready(selsync_engine *e, size_t layer);
+
 /* Measures this step's gradient, decides with the other ranks whether to
  * synchronise (one small collective at most) and, with aggregate=grads,
- * averages the gradients of the layers to synchronise. Collective. */
+ * averages the gradients of the layers to synchronise, in buckets of
+ * bucket_mb (waiting for those selsync_layer_ready started). Collective. */
 selsync_status selsync_before_update(selsync_engine *e, double loss, double learning_rate);
 
 /* With aggregate=params, averages the parameters (and statistics when

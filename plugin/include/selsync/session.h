@@ -13,6 +13,9 @@
  *   per step:
  *     selsync_session_batch_requested   before every load of a batch
  *     selsync_session_batch_loaded      a batch loaded (injection only)
+ *     selsync_session_layer_ready       optional, in the backward pass
+ *                                       before the update: a layer's
+ *                                       gradient is final
  *     selsync_session_before_update     gradients ready
  *     selsync_session_after_update      parameters updated; evaluations and
  *                                       checkpoints that are due run here
@@ -119,6 +122,12 @@ size_t selsync_session_next_sample(selsync_session *s);
 int selsync_session_injects(const selsync_session *s);
 selsync_status selsync_session_batch_loaded(selsync_session *s, const float *rows, int loaded, size_t row_len,
                                             float **full, int *full_rows);
+
+/* During the backward pass that precedes the update: the gradient of
+ * `layer` is final (selsync_layer_ready in selsync/engine.h: gradient sums
+ * may start, and the layer's arrays must then stay untouched until
+ * selsync_session_before_update returns). Collective where sums start. */
+selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer);
 
 /* The optimizer step: before the update (gradients ready) and after it.
  * After it, a due evaluation (of the ranks' mean model) and checkpoint run,
