@@ -666,6 +666,8 @@ static selsync_status sum_buckets(selsync_engine *e, int ready_only)
         e->bucket_pos = i;
         e->seg_used += ns;
         e->bucket_n += n;
+        e->tot.buckets++;
+        e->tot.buckets_early += ready_only;
     }
     e->bucket_pos = 0;
     return SELSYNC_OK;

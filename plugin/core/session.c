@@ -693,6 +693,11 @@ static selsync_status summary(selsync_session *s, FILE *out)
                     s->inject.own + s->inject.senders * s->inject.shared);
         fprintf(out, "selsync: summary: time per rank: compute %.2f s, measure %.3f s, agree %.3f s, transfer %.3f s "
                 "(communication %.1f%%)\n", v[2], v[3], v[4], v[5], share);
+        if (t.buckets)
+            fprintf(out, "selsync: summary: gradients averaged in %llu buckets of %g MB, %.1f%% of them started during "
+                    "the backward pass (overlap = %d; transfer is the time the updates waited)\n",
+                    (unsigned long long)t.buckets, s->cfg.bucket_mb, 100.0 * (double)t.buckets_early / (double)t.buckets,
+                    s->cfg.overlap);
     }
     if (virtual)
         fprintf(out, "selsync: summary: virtual time per %s: %.3f s (compute %.3f s, waiting for other ranks "

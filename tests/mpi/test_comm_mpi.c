@@ -18,9 +18,10 @@
  *       "selsync: rank R: test abort". No watchdog in this mode.
  *   mpirun -np N test_comm_mpi --stall-rank R --stall-in OP --pid-file F
  *       a loop of STALL_STEPS steps (selsync_mpi_set_step), each an `any`
- *       of one flag, a sum_f32 of 4096 floats and a sum_f32v_among of them
- *       over ranks 0 and N-1, results checked. At step STALL_AT, just
- *       before OP (any, sum_f32 or sum_f32v_among), rank R writes its pid
+ *       of one flag, a sum_f32 of 4096 floats, a sum_f32v_among of them
+ *       over ranks 0 and N-1 and a background sum of them
+ *       (sum_f32v_start, wait_sums), results checked. At step STALL_AT, just
+ *       before OP (any, sum_f32, sum_f32v_among or sum_f32v_start), rank R writes its pid
  *       to F (complete when F appears) and waits for SIGCONT (at most 60 s):
  *       to be stopped meanwhile with SIGSTOP, so that the others stall in OP.
  *       Exit status 0 when every step's results were right. No watchdog. */
@@ -208,6 +209,52 @@ static void check_sum_f32v(size_t n, float scale, int rank_split, uint64_t seed,
     if (bad) note(name, "%zu elements differ", bad);
     check(name, ok && !bad);
     free(ref);
+}
+
+/* Background sums: nb buckets of odd sizes started one after another
+ * (sum_f32v_start), an `any` issued while they may still run (it must wait
+ * for them), then wait_sums: each bucket must hold the bits sum_f32v gives
+ * on a copy of it, and bytes_sent must count what sum_f32v counts. */
+static void check_started_sums(int nb, float scale, const char *label)
+{
+    char name[200];
+    enum { MAX_B = 8, SEGS = 3 };
+    static selsync_segment seg[MAX_B][SEGS], ref[MAX_B][SEGS];
+    size_t bad = 0;
+    uint8_t flag = g_rank == g_size - 1;
+    snprintf(name, sizeof name, "sum_f32v_start x%d scale=%g, an any in between, wait_sums == sum_f32v per bucket%s",
+             nb, (double)scale, label);
+    for (int b = 0; b < nb && b < MAX_B; ++b)
+        for (int k = 0; k < SEGS; ++k) {
+            size_t len = (size_t)(b * 70001 + k * 3001 + 17) % 250007;
+            seg[b][k] = (selsync_segment){malloc(len * sizeof(float)), len};
+            ref[b][k] = (selsync_segment){malloc(len * sizeof(float)), len};
+            if (!seg[b][k].data || !ref[b][k].data) {
+                note(name, "out of memory");
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+            for (size_t i = 0; i < len; ++i)
+                seg[b][k].data[i] = ref[b][k].data[i] = input(g_rank, i + 1000u * (size_t)(b * SEGS + k), 500 + (uint64_t)b);
+        }
+    uint64_t b0 = C.ops->bytes_sent(C.ctx);
+    selsync_status s = SELSYNC_OK;
+    for (int b = 0; b < nb && s == SELSYNC_OK; ++b) s = C.ops->sum_f32v_start(C.ctx, seg[b], SEGS, scale);
+    if (s == SELSYNC_OK) s = C.ops->any(C.ctx, &flag, 1);
+    if (s == SELSYNC_OK) s = C.ops->wait_sums(C.ctx);
+    uint64_t b1 = C.ops->bytes_sent(C.ctx);
+    for (int b = 0; b < nb && s == SELSYNC_OK; ++b) s = C.ops->sum_f32v(C.ctx, ref[b], SEGS, scale);
+    uint64_t b2 = C.ops->bytes_sent(C.ctx);
+    int ok = s == SELSYNC_OK && flag == 1;
+    if (!ok) note(name, "status %s, flag %d: %s", selsync_status_str(s), flag, selsync_mpi_last_error());
+    for (int b = 0; b < nb; ++b)
+        for (int k = 0; k < SEGS; free(seg[b][k].data), free(ref[b][k].data), ++k)
+            if (ok && memcmp(seg[b][k].data, ref[b][k].data, seg[b][k].count * sizeof(float)) != 0 && !bad++)
+                note(name, "bucket %d segment %d differs", b, k);
+    uint64_t any_bytes = 2 * (uint64_t)(g_size - 1); /* the any of one flag: a ring all-reduce's estimate */
+    if (ok && b1 - b0 != b2 - b1 + any_bytes && !bad++)
+        note(name, "bytes_sent: %llu with the any, %llu for sum_f32v", (unsigned long long)(b1 - b0),
+             (unsigned long long)(b2 - b1));
+    check(name, ok && !bad);
 }
 
 /* sum_f32v_among over the ranks of bit set `mask` (n elements in segments
@@ -604,7 +651,8 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
     g_rank = C.ops->rank(C.ctx);
     g_size = C.ops->size(C.ctx);
     if (victim < 0 || victim >= g_size || !pid_file ||
-        (strcmp(op, "any") && strcmp(op, "sum_f32") && strcmp(op, "sum_f32v_among"))) {
+        (strcmp(op, "any") && strcmp(op, "sum_f32") && strcmp(op, "sum_f32v_among") &&
+         strcmp(op, "sum_f32v_start"))) {
         if (g_rank == 0) fprintf(stderr, "--stall-rank %d --stall-in %s: bad arguments\n", victim, op);
         selsync_mpi_finalize();
         return 2;
@@ -629,6 +677,12 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
         s = s == SELSYNC_OK ? C.ops->sum_f32v_among(C.ctx, &all, 1, 1.0f, ends, g_size > 1 ? 2 : 1) : s;
         for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i)
             bad += buf[i] != (float)(g_size - 1 + (g_size > 1 ? 2 : 1) * (i % 7));
+        for (int i = 0; i < STALL_FLOATS; ++i) buf[i] = (float)(g_rank + i % 7);
+        stall_point(victim, op, "sum_f32v_start", step, pid_file); /* the others wait on the background thread */
+        s = s == SELSYNC_OK ? C.ops->sum_f32v_start(C.ctx, &all, 1, 1.0f) : s;
+        s = s == SELSYNC_OK ? C.ops->wait_sums(C.ctx) : s;
+        for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i)
+            bad += buf[i] != (float)(g_size * (g_size - 1) / 2 + g_size * (i % 7));
         if (s != SELSYNC_OK || bad) {
             fprintf(stderr, "rank %d: step %d: status %s, %d wrong results: %s\n", g_rank, step,
                     selsync_status_str(s), bad, selsync_mpi_last_error());
@@ -698,7 +752,8 @@ int main(int argc, char **argv)
             use_abort = 1;
         } else {
             fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R |\n"
-                            "    --stall-rank R --stall-in any|sum_f32|sum_f32v_among --pid-file F]\n", argv[0]);
+                            "    --stall-rank R --stall-in any|sum_f32|sum_f32v_among|sum_f32v_start --pid-file F]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -770,6 +825,8 @@ int main(int argc, char **argv)
         check_sum_f32v(100003, mean, 0, 93, algs[a].label);
         check_sum_f32v(100003, 1.0f, 1, 94, algs[a].label);
         check_sum_f32v(300007, third, 1, 95, algs[a].label);
+        check_started_sums(1, mean, algs[a].label);
+        check_started_sums(5, third, algs[a].label);
         prev = selsync_mpi_set_chunk_bytes(4000);
         snprintf(label, sizeof label, "%s, chunked (4000-byte calls)", algs[a].label);
         check_sum_f32v(100003, mean, 1, 96, label);

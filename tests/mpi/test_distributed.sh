@@ -3,6 +3,8 @@
 # Distributed training through the Darknet adapter under a real mpirun with
 # RANKS ranks, on deterministic synthetic data (see train_synthetic.c):
 #  - bsp with gradient averaging equals one process with RANKS times the batch;
+#  - bsp with its gradient buckets summed during the backward pass (overlap)
+#    gives the bits of bsp that sums them after it;
 #  - after every synchronisation all ranks hold bitwise identical parameters,
 #    and decisions are identical on all ranks;
 #  - delta=0 synchronises every step, a huge delta only during warm-up;
@@ -45,6 +47,29 @@ same_hashes() { # PREFIX STEP
     n=$(cat "$1".*.hashes | awk -v s="$2" '$1 == s { print $2 }' | sort -u | wc -l)
     [ "$n" -eq 1 ]
 }
+
+# --- bsp with its gradient buckets summed during the backward pass ------------
+# 400-byte buckets (the network's 2 layers in several): the same bits as
+# with the buckets summed after the backward pass (overlap=0), replicas
+# identical after every step, and the buckets did start during it.
+cfg 4 1 "method=bsp
+bucket_mb=0.0004" >"$work/ov1.cfg"
+cfg 4 1 "method=bsp
+overlap=0
+bucket_mb=0.0004" >"$work/ov0.cfg"
+cfg 4 1 "" >"$work/initbn.cfg"
+"$prog" "$work/initbn.cfg" 0 "$work/initbn" --save "$work/init4.weights" >>"$work/log" 2>&1
+for o in 1 0; do
+    run "$work/ov$o.cfg" 8 "$work/ov$o" --begin --init "$work/init4.weights" || bad "($np ranks) bsp overlap=$o run failed"
+done
+cmp -s "$work/ov1.0.hashes" "$work/ov0.0.hashes" && ok || bad "($np ranks) bsp: overlap=1 and overlap=0 differ"
+for t in 0 3 7 final; do
+    same_hashes "$work/ov1" $t || bad "($np ranks) bsp overlap: replicas differ after step $t"
+done
+grep -q "^selsync: summary: gradients averaged in [0-9]* buckets of 0.0004 MB, 100.0% of them started during the backward pass (overlap = 1" \
+    "$work/log" && ok || bad "($np ranks) bsp overlap: the buckets did not start during the backward pass"
+grep -q "buckets of 0.0004 MB, 0.0% of them started during the backward pass (overlap = 0" "$work/log" \
+    && ok || bad "($np ranks) bsp overlap=0: buckets started early"
 decisions_agree() { # PREFIX: the decision columns of all ranks are equal
     column decision "$1.0.tsv" >"$1.d0"
     r=1

@@ -11,6 +11,9 @@
 #    off (0) and a timeout of 6 s, the others warning after 60 s and without
 #    a timeout: no warning; rank 0 times out naming rank 1 alone, not its
 #    ring neighbour rank 2, which waits in the collective too;
+#  - 2 ranks, rank 1 stopped before sum_f32v_start: rank 0's background
+#    thread warns and times out (the abort comes from that thread, while
+#    rank 0's own thread waits in wait_sums);
 #  - a stall that ends (SIGCONT after the first warning) leaves the job to
 #    finish with exit status 0 and every step's results right;
 #  - invalid settings are refused at start with the variable's name.
@@ -99,6 +102,17 @@ finish
 grep -q '^selsync: rank 0: waited [0-9]* s in sum_f32 (step 3) for rank(s) 1: SELSYNC_STALL_TIMEOUT=6 reached' \
     "$log" && ok || bad "ring3: rank 0 did not time out naming sum_f32, step 3 and rank 1 alone"
 gone && ok || bad "ring3: the stopped rank $pid is still there"
+
+# --- 2 ranks, stopped before a background sum: the background thread warns
+# and ends the job while rank 0's own thread waits for it in wait_sums -------
+start bg2 2 1 sum_f32v_start "SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
+finish
+[ "$rc" -eq 1 ] && ok || bad "bg2: exit status $rc, want 1 (124: the job hung)"
+grep -q 'selsync: rank 0: waiting [0-9]* s in sum_f32v (step 3) for rank(s) 1$' "$log" && ok \
+    || bad "bg2: no warning from the background sum naming step 3 and rank 1"
+grep -q 'selsync: rank 0: waited [0-9]* s in sum_f32v (step 3) for rank(s) 1: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
+    "$log" && ok || bad "bg2: no timeout message from the background sum"
+gone && ok || bad "bg2: the stopped rank $pid is still there"
 
 # --- a stall that ends: the warning, then the results as without it ------------
 start resume2 2 1 sum_f32 "SELSYNC_STALL_WARN=1 SELSYNC_STALL_TIMEOUT=0"

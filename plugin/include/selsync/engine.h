@@ -60,6 +60,8 @@ typedef struct selsync_totals {
     uint64_t inject_bytes;      /* this rank, data injection */
     double t_compute, t_measure, t_agree, t_transfer;
     double t_excluded;          /* not training: evaluation, checkpoints (selsync_exclude_time) */
+    uint64_t buckets;           /* gradient sums (aggregate = grads), one per bucket */
+    uint64_t buckets_early;     /* of those, started during the backward pass (overlap) */
 } selsync_totals;
 
 typedef struct selsync_engine selsync_engine;
