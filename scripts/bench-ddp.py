@@ -1,0 +1,256 @@
+#!/usr/bin/python3
+"""darknet's bsp (gradient buckets summed after the backward pass, and
+overlapped with it) and selsync against PyTorch DistributedDataParallel, on
+the same network, data, batch and hosts, side by side in one run.
+
+Usage: scripts/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N]
+           [--rate RATE] [--eval-every K] [--heldout H] [--rounds R]
+           [--build DIR] [--out DIR]
+
+  --cfg       a classifier cfg (default cfg/fmnist-wide.cfg, 12 MB of parameters)
+  --steps     training steps of every run (default 300); the cfg's
+              max_batches is set to it, so its learning-rate policy spans it
+  --batch     images per rank and step (default 64)
+  --ranks     ranks (default 2)
+  --rate      the emulated hosts' links (default 1gbit; see
+              scripts/emulated-cluster.sh), or shm: one machine, shared memory
+  --eval-every  held-out top-1 every K steps (default 50) and at the end
+  --heldout   held-out images: the first H of t10k (default 2000)
+  --rounds    the runs are repeated R times in turn (default 1); the table
+              gives the median time per step of each
+  --build     darknet's build folder (default build)
+  --out       where the runs' files go (default: a new temporary folder, kept)
+
+The runs, one thread each per rank (OPENBLAS_NUM_THREADS=1,
+torch.set_num_threads(1)):
+  ddp            PyTorch DDP over gloo (scripts/bench_ddp_worker.py: the cfg
+                 rebuilt by scripts/bench_torch.py, 25 MB buckets reduced
+                 during the backward pass)
+  bsp-after      darknet bsp, overlap=0: the gradient buckets summed after
+                 the backward pass
+  bsp            darknet bsp, overlap=1 (the default): the buckets summed
+                 while the backward pass goes on
+  selsync        darknet selsync, delta 0.3 (the cfg's [selsync] defaults)
+The darknet runs start from the same initial weights (darknet partial).
+
+Printed: per run the training time per step (evaluations left out), for
+darknet the communication the step waited for (exposed: the metrics'
+t_transfer) and, for bsp, the communication hidden behind the backward pass
+(bsp-after's exposed time minus bsp's), the final top-1, and the training
+time to the common accuracy: the lowest final top-1 of the runs, reached
+at an evaluation. Ratios are against ddp. Needs Debian's python3-torch.
+"""
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
+WORKER = os.path.join(ROOT, "scripts", "bench_ddp_worker.py")
+DARKNET_RUNS = [("bsp-after", "method=bsp\noverlap=0\n"), ("bsp", "method=bsp\n"),
+                ("selsync", "method=selsync\n")]
+
+
+def fail(msg):
+    print("bench-ddp: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def options():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cfg", default=os.path.join(ROOT, "cfg", "fmnist-wide.cfg"))
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--rate", default="1gbit")
+    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--heldout", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    if min(a.steps, a.batch, a.ranks, a.eval_every, a.heldout, a.rounds) < 1:
+        fail("--steps, --batch, --ranks, --eval-every, --heldout and --rounds must be >= 1")
+    return a
+
+
+def run(cmd, log, env=None):
+    with open(log, "w") as f:
+        p = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, timeout=3600)
+    if p.returncode:
+        fail("%s failed (exit status %d); see %s" % (" ".join(cmd[:6]), p.returncode, log))
+
+
+class Hosts:
+    """The emulated hosts, or shared memory (rate shm)."""
+
+    def __init__(self, ranks, rate):
+        self.ranks, self.rate, self.name = ranks, rate, None
+
+    def __enter__(self):
+        if self.rate != "shm":
+            for _ in range(20):
+                self.name = "ddp%05d" % random.SystemRandom().randrange(100000)
+                p = subprocess.run(["sh", CLUSTER, "up", self.name, str(self.ranks), self.rate],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                if p.returncode != 3:
+                    break
+            if p.returncode:
+                self.name = None
+                fail("could not create the emulated hosts:\n" + p.stdout)
+        return self
+
+    def __exit__(self, *exc):
+        if self.name:
+            subprocess.call(["sh", CLUSTER, "down", self.name])
+
+    def mpirun(self, env_vars, argv):
+        xs = [w for v in env_vars for w in ("-x", v)]
+        if self.name:
+            return ["sh", CLUSTER, "mpirun", self.name, "-np", str(self.ranks)] + xs + argv
+        return ["mpirun", "--oversubscribe", "-np", str(self.ranks)] + xs + argv
+
+    def master(self):
+        return "127.0.0.1" if self.rate == "shm" else "10.231.0.1"
+
+
+def darknet_files(a, out):
+    """The data file (held-out list of H images), the initial weights and one
+    cfg per darknet run."""
+    data = os.path.join(ROOT, "data", "fashion-mnist")
+    if not os.path.exists(os.path.join(data, "train.list")):
+        run([sys.executable, os.path.join(ROOT, "scripts", "prepare-fashion-mnist.py")],
+            os.path.join(out, "prepare.log"))
+    with open(os.path.join(data, "valid.list")) as f:
+        heldout = [line for line in f][:a.heldout]
+    with open(os.path.join(out, "heldout.list"), "w") as f:
+        f.writelines(heldout)
+    with open(os.path.join(data, "fmnist.data")) as f:
+        lines = f.read().splitlines()
+    os.makedirs(os.path.join(out, "backup"), exist_ok=True)
+    lines = [("valid=%s/heldout.list" % out if l.startswith("valid=") else
+              "backup=%s/backup" % out if l.startswith("backup=") else l) for l in lines]
+    with open(os.path.join(out, "bench.data"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(a.cfg) as f:
+        text = f.read()
+    base = []
+    for line in text.splitlines():
+        key = line.split("=")[0].strip()
+        if key == "batch":
+            line = "batch=%d" % a.batch
+        elif key == "max_batches":
+            line = "max_batches=%d" % a.steps
+        base.append(line)
+    cfgs = {}
+    for name, lines in DARKNET_RUNS:
+        path = os.path.join(out, name + ".cfg")
+        with open(path, "w") as f:
+            f.write("\n".join(base) + "\n\n[selsync]\n" + lines +
+                    "eval_every=%d\nlog=%s/%s.%%r.tsv\n" % (a.eval_every, out, name))
+        cfgs[name] = path
+    init = os.path.join(out, "init.weights")
+    run([os.path.join(a.build, "darknet"), "partial", cfgs["bsp"], "", init, "1000"],
+        os.path.join(out, "partial.log"))
+    return os.path.join(out, "bench.data"), init, cfgs
+
+
+def metrics(path):
+    """Rank 0's metrics: mean t_transfer of the steps, and the eval rows as
+    (train_s, top1)."""
+    head, transfer, evals = None, [], []
+    with open(path) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("# eval"):
+                kv = dict(p.split("=", 1) for p in line.split("\t")[1:] if "=" in p)
+                evals.append((float(kv["train_s"]), float(kv["top1"])))
+            elif line.startswith("#"):
+                continue
+            elif head is None:
+                head = line.split("\t")
+            else:
+                transfer.append(float(line.split("\t")[head.index("t_transfer")]))
+    return sum(transfer) / max(1, len(transfer)), evals
+
+
+def ddp_result(path):
+    evals, steps_s = [], None
+    with open(path) as f:
+        for line in f:
+            w = line.split()
+            if w and w[0] == "eval":
+                evals.append((float(w[2]), float(w[3])))
+            elif w and w[0] == "steps":
+                steps_s = float(w[2])
+    return steps_s, evals
+
+
+def main():
+    a = options()
+    if subprocess.call(["/usr/bin/python3", "-c", "import torch"], stderr=subprocess.DEVNULL):
+        fail("needs Debian's python3-torch (apt-get install python3-torch)")
+    out = a.out or tempfile.mkdtemp(prefix="bench-ddp.")
+    os.makedirs(out, exist_ok=True)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    data, init, cfgs = darknet_files(a, out)
+    names = ["ddp"] + [n for n, _ in DARKNET_RUNS]
+    res = {n: {"ms": [], "exposed": [], "evals": None} for n in names}
+    print("bench-ddp: %s, %d ranks, %s, batch %d per rank, %d steps, %d round(s); files in %s"
+          % (os.path.basename(a.cfg), a.ranks, "shared memory" if a.rate == "shm" else "emulated hosts, " + a.rate,
+             a.batch, a.steps, a.rounds, out), flush=True)
+    with Hosts(a.ranks, a.rate) as hosts:
+        for r in range(a.rounds):
+            for n in names:
+                log = os.path.join(out, "%s.%d.log" % (n, r))
+                if n == "ddp":
+                    res_file = os.path.join(out, "ddp.%d.out" % r)
+                    port = str(29500 + random.randrange(400))
+                    run(hosts.mpirun(["MASTER_ADDR=" + hosts.master(), "MASTER_PORT=" + port],
+                                     ["/usr/bin/python3", WORKER, a.cfg, str(a.steps), str(a.batch),
+                                      str(a.eval_every), str(a.heldout), res_file]), log, env)
+                    total, evals = ddp_result(res_file)
+                    exposed = None
+                else:
+                    run(hosts.mpirun(["OPENBLAS_NUM_THREADS=1"],
+                                     [os.path.join(a.build, "darknet"), "classifier", "train", data, cfgs[n],
+                                      init]), log, env)
+                    exposed, evals = metrics(os.path.join(out, "%s.0.tsv" % n))
+                    total = evals[-1][0]
+                res[n]["ms"].append(1000 * total / a.steps)
+                if exposed is not None:
+                    res[n]["exposed"].append(1000 * exposed)
+                res[n]["evals"] = evals
+                print("  round %d %-10s %7.1f ms/step, final top-1 %.4f" % (r + 1, n, res[n]["ms"][-1], evals[-1][1]),
+                      flush=True)
+    target = min(res[n]["evals"][-1][1] for n in names)
+    ddp_ms = statistics.median(res["ddp"]["ms"])
+    ddp_tta = next(t for t, s in res["ddp"]["evals"] if s >= target)
+    after = statistics.median(res["bsp-after"]["exposed"])
+    print("\n| run | ms per step | vs ddp | communication exposed (ms) | hidden (ms) | final top-1 | "
+          "time to %.4f (s) | vs ddp |" % target)
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for n in names:
+        ms = statistics.median(res[n]["ms"])
+        exp = statistics.median(res[n]["exposed"]) if res[n]["exposed"] else None
+        hidden = after - exp if n == "bsp" else None
+        tta = next(t for t, s in res[n]["evals"] if s >= target)
+        print("| %s | %.1f | %.2fx | %s | %s | %.4f | %.1f | %.2fx |"
+              % (n, ms, ms / ddp_ms, "%.1f" % exp if exp is not None else "-",
+                 "%.1f" % hidden if hidden is not None else "-", res[n]["evals"][-1][1], tta, ddp_tta / tta))
+    print("\nms per step: training time / steps (evaluations left out), median of %d round(s); vs ddp: "
+          "this run's time / ddp's for ms, ddp's / this run's for time to accuracy (> 1: faster than ddp)."
+          % a.rounds)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except KeyboardInterrupt:
+        fail("interrupted; emulated hosts removed")
