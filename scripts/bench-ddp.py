@@ -212,7 +212,8 @@ def main():
                 if n == "ddp":
                     res_file = os.path.join(out, "ddp.%d.out" % r)
                     port = str(29500 + random.randrange(400))
-                    run(hosts.mpirun(["MASTER_ADDR=" + hosts.master(), "MASTER_PORT=" + port],
+                    gloo = [] if a.rate == "shm" else ["GLOO_SOCKET_IFNAME=eth0"]  # the host's link, not lo
+                    run(hosts.mpirun(["MASTER_ADDR=" + hosts.master(), "MASTER_PORT=" + port] + gloo,
                                      ["/usr/bin/python3", WORKER, a.cfg, str(a.steps), str(a.batch),
                                       str(a.eval_every), str(a.heldout), res_file]), log, env)
                     total, evals = ddp_result(res_file)

@@ -568,32 +568,66 @@ static int plan_rank(const ring_plan *pl, size_t pos)
     return pl->rank ? pl->rank[pos] : (int)pos;
 }
 
+/* Messages of one ring step in flight at once: the next is posted before
+ * the current one is waited for and added, so the link does not idle while
+ * a segment is summed, nor for each segment's rendezvous (on a shaped
+ * network link both directions carry the ring's data, and the handshake
+ * waits behind it). */
+#define RING_DEPTH 2
+
+/* One exchange of a ring step: receive from the left, send to the right. */
+typedef struct ring_msg {
+    MPI_Request rq[2];
+    MPI_Datatype stype, rtype;
+    size_t sc, rc;
+} ring_msg;
+
+/* Posts exchange o (elements o .. of the blocks at so and ro, sl and rl
+ * long, seg per message) into *m: the receive into rbuf (phase 0: a
+ * scratch slot) or, in phase 1, straight into the array. */
+static selsync_status ring_post(ring_msg *m, int phase, size_t o, size_t seg, size_t so, size_t sl, size_t ro,
+                                size_t rl, float *slot, int left, int right)
+{
+    void *sbuf, *rbuf = slot;
+    int scount, rcount;
+    m->sc = o < sl ? (sl - o < seg ? sl - o : seg) : 0;
+    m->rc = o < rl ? (rl - o < seg ? rl - o : seg) : 0;
+    m->stype = m->rtype = MPI_FLOAT;
+    rcount = (int)m->rc;
+    selsync_status st = view(so + o, m->sc, &sbuf, &scount, &m->stype);
+    if (st == SELSYNC_OK && phase == 1) st = view(ro + o, m->rc, &rbuf, &rcount, &m->rtype);
+    if (st != SELSYNC_OK) return st;
+    int e = MPI_Irecv(rbuf, rcount, m->rtype, left, TAG_RING, g.comm, &m->rq[0]);
+    if (e == MPI_SUCCESS) e = MPI_Isend(sbuf, scount, m->stype, right, TAG_RING, g.comm, &m->rq[1]);
+    return e == MPI_SUCCESS ? SELSYNC_OK : mpi_fail("MPI_Isend/MPI_Irecv", e);
+}
+
 /* Ring reduce-scatter then ring allgather of plan pl, in place, each
  * exchange an MPI_Irecv from the left and an MPI_Isend to the right,
- * waited for together. Reduce-scatter step s (0 .. p-2): send block
- * (r-s-1) to the right neighbour, receive block (r-s-2) from the left
- * one, segment by segment, into the scratch and add it into the array;
- * after p-1 steps position r alone holds the complete sum of block r,
- * which it multiplies by scale as it completes. Allgather step s: send
- * block (r-s) right, receive block (r-s-1) from the left straight into the
- * array. Segments: at most RING_SEGMENT_BYTES in the reduce-scatter,
- * chunk_elems() in the allgather (<= INT_MAX elements, <= chunk_bytes).
- * A message whose elements span several of the caller's segments travels
- * as an hindexed type over them. The scratch is allocated once and kept,
- * so calls do not page-fault. */
+ * waited for together, RING_DEPTH exchanges in flight. Reduce-scatter step
+ * s (0 .. p-2): send block (r-s-1) to the right neighbour, receive block
+ * (r-s-2) from the left one, segment by segment, into scratch slots and
+ * add it into the array; after p-1 steps position r alone holds the
+ * complete sum of block r, which it multiplies by scale as it completes.
+ * Allgather step s: send block (r-s) right, receive block (r-s-1) from the
+ * left straight into the array. Segments: at most RING_SEGMENT_BYTES in
+ * the reduce-scatter, chunk_elems() in the allgather (<= INT_MAX elements,
+ * <= chunk_bytes). A message whose elements span several of the caller's
+ * segments travels as an hindexed type over them. The scratch is allocated
+ * once and kept, so calls do not page-fault. */
 static selsync_status ring(const ring_plan *pl, float scale)
 {
     size_t p = pl->p, r = pl->me, n = pl->n, maxblk = 0;
     int right = plan_rank(pl, (r + 1) % p), left = plan_rank(pl, (r + p - 1) % p);
+    int peer[2] = {left, right};
     size_t seg_rs = (g.chunk_bytes < RING_SEGMENT_BYTES ? g.chunk_bytes : RING_SEGMENT_BYTES) /
                     sizeof(float);
     if (seg_rs == 0) seg_rs = 1;
     size_t seg_ag = chunk_elems(sizeof(float));
     for (size_t b = 0; b < p; b++)
         if (plan_off(pl, b + 1) - plan_off(pl, b) > maxblk) maxblk = plan_off(pl, b + 1) - plan_off(pl, b);
-    size_t need = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
-    selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, need, sizeof(float));
-    float *tmp = g.scratch;
+    size_t slot = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
+    selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, RING_DEPTH * slot, sizeof(float));
     uint64_t sent = 0;
     g.rot = pl->rot;
     if (p == 1 && st == SELSYNC_OK) st = apply(0, n, NULL, scale);
@@ -604,30 +638,25 @@ static selsync_status ring(const ring_plan *pl, float scale)
             size_t rb = (sb + p - 1) % p;
             size_t so = plan_off(pl, sb), ro = plan_off(pl, rb);
             size_t sl = plan_off(pl, sb + 1) - so, rl = plan_off(pl, rb + 1) - ro;
-            /* Every rank runs the same number of segments per step (those
+            /* Every rank runs the same number of exchanges per step (those
              * of the largest block), so each send has its matching receive
              * even where a block is shorter or empty. */
-            for (size_t o = 0; o < maxblk && st == SELSYNC_OK; o += seg) {
-                size_t sc = o < sl ? (sl - o < seg ? sl - o : seg) : 0;
-                size_t rc = o < rl ? (rl - o < seg ? rl - o : seg) : 0;
-                MPI_Datatype stype = MPI_FLOAT, rtype = MPI_FLOAT;
-                void *sbuf, *rbuf = tmp;
-                int scount, rcount = (int)rc;
-                st = view(so + o, sc, &sbuf, &scount, &stype);
-                if (st == SELSYNC_OK && phase == 1) st = view(ro + o, rc, &rbuf, &rcount, &rtype);
-                if (st == SELSYNC_OK) {
-                    MPI_Request rq[2];
-                    int peer[2] = {left, right};
-                    int e = MPI_Irecv(rbuf, rcount, rtype, left, TAG_RING, g.comm, &rq[0]);
-                    if (e == MPI_SUCCESS) e = MPI_Isend(sbuf, scount, stype, right, TAG_RING, g.comm, &rq[1]);
-                    st = e == MPI_SUCCESS ? wait_for(2, rq, peer, MPI_STATUSES_IGNORE, "MPI_Isend/MPI_Irecv")
-                                          : mpi_fail("MPI_Isend/MPI_Irecv", e);
+            size_t count = (maxblk + seg - 1) / seg, posted = 0;
+            ring_msg m[RING_DEPTH];
+            for (size_t k = 0; k < count && st == SELSYNC_OK; ++k) {
+                while (st == SELSYNC_OK && posted < count && posted < k + RING_DEPTH) {
+                    st = ring_post(&m[posted % RING_DEPTH], phase, posted * seg, seg, so, sl, ro, rl,
+                                   g.scratch + posted % RING_DEPTH * slot, left, right);
+                    posted++;
                 }
-                if (stype != MPI_FLOAT) MPI_Type_free(&stype);
-                if (rtype != MPI_FLOAT) MPI_Type_free(&rtype);
+                ring_msg *x = &m[k % RING_DEPTH];
+                if (st == SELSYNC_OK) st = wait_for(2, x->rq, peer, MPI_STATUSES_IGNORE, "MPI_Isend/MPI_Irecv");
+                if (x->stype != MPI_FLOAT) MPI_Type_free(&x->stype);
+                if (x->rtype != MPI_FLOAT) MPI_Type_free(&x->rtype);
                 /* The last reduce-scatter step completes block r: scaled here. */
-                if (st == SELSYNC_OK && phase == 0) st = apply(ro + o, rc, tmp, s + 2 == p ? scale : 1.0f);
-                sent += sc * sizeof(float);
+                if (st == SELSYNC_OK && phase == 0)
+                    st = apply(ro + k * seg, x->rc, g.scratch + k % RING_DEPTH * slot, s + 2 == p ? scale : 1.0f);
+                sent += x->sc * sizeof(float);
             }
         }
     }

@@ -26,10 +26,12 @@
  *             or SELSYNC_MPI_SUM=ring|reduce_scatter_block at init:
  *     ring (default): a ring reduce-scatter and a ring allgather over
  *             MPI_Irecv + MPI_Isend pairs, in place in the caller's array, blocks of
- *             n/N or n/N + 1 elements (no padding). The reduce-scatter moves
- *             1 MiB segments into a 1 MiB scratch kept between calls and adds
- *             them with MPI_Reduce_local; the allgather receives straight
- *             into the array. Block b is summed in the fixed order
+ *             n/N or n/N + 1 elements (no padding), two exchanges in
+ *             flight (the next is posted before the current one is waited
+ *             for). The reduce-scatter moves 1 MiB segments into two 1 MiB
+ *             scratch slots kept between calls and adds them with
+ *             MPI_Reduce_local; the allgather receives straight into the
+ *             array. Block b is summed in the fixed order
  *             b+1, b+2, ..., b (mod N). No temporary is allocated per call.
  *     reduce_scatter_block: MPI_Reduce_scatter_block(MPI_SUM) into a
  *             scratch block, then MPI_Allgather, in pairs of at most 4 MiB;
