@@ -961,7 +961,7 @@ typedef struct snapshot_head {
     selsync_totals tot;
 } snapshot_head;
 
-static const char snapshot_magic[8] = "SSENG02";
+static const char snapshot_magic[8] = "SSENG03";
 
 size_t selsync_snapshot_size(const selsync_engine *e)
 {

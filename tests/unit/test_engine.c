@@ -1308,13 +1308,13 @@ static void test_snapshot_restore_continues(void **state)
  * ratio_n, step counters out of order, negative times, NaN norms. The
  * snapshot head is magic[8], seven u64 (n_track, window, n_params,
  * n_trained, has_snap, step, ratio_n), the doubles ratio and wall, then
- * the totals (six u64, five doubles); the norms follow. */
+ * the totals (six u64, five doubles, two u64); the norms follow. */
 static void test_restore_validates_fields(void **state)
 {
     fx *f = *state;
     const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
                  at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
-                 at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8;
+                 at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8 + 2 * 8;
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
