@@ -529,7 +529,9 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     if (ad->rank == 0) {
         char text[512];
         selsync_config_describe(&a->cfg, ad->world, text, sizeof text);
-        report(NULL, "%s; %s%s%s", text, gemm_kernel(), ad->network[0] ? "; virtual time: " : "", ad->network);
+        const char *links = selsync_mpi_ring_links();
+        report(NULL, "%s; %s%s%s%s%s", text, gemm_kernel(), *links ? "; sums over " : "", links,
+               ad->network[0] ? "; virtual time: " : "", ad->network);
     }
     return 0;
 }

@@ -13,6 +13,10 @@
 #include <time.h>
 
 #include <mpi.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "tcp_link.h"
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 30)
 /* Ring reduce-scatter: bytes per message (segment), which is also the
@@ -78,6 +82,12 @@ typedef struct mpi_ctx {
     int *out_peer;
     MPI_Datatype *out_type;
     size_t out_cap, out_peer_cap, out_type_cap;
+    /* The world ring's links (SELSYNC_RING_LINKS): TCP sockets to the
+     * right neighbour (written) and from the left one (read), or -1: MPI. */
+    int tcp_out, tcp_in;
+    char links[256];     /* what the world ring runs over, for messages */
+    struct iovec *iov[2];
+    size_t iov_cap[2];
     size_t chunk_bytes;  /* cap on bytes per MPI call */
     selsync_mpi_sum_algorithm sum_alg;
     uint64_t bytes;      /* bytes_sent estimate */
@@ -125,6 +135,8 @@ static mpi_ctx g = {
     .size = 1,
     .chunk_bytes = DEFAULT_CHUNK_BYTES,
     .sum_alg = SELSYNC_MPI_SUM_RING,
+    .tcp_out = -1,
+    .tcp_in = -1,
 };
 
 static void set_error(const char *fmt, ...)
@@ -602,6 +614,72 @@ static selsync_status ring_post(ring_msg *m, int phase, size_t o, size_t seg, si
     return e == MPI_SUCCESS ? SELSYNC_OK : mpi_fail("MPI_Isend/MPI_Irecv", e);
 }
 
+/* The array's elements [off, off + n) as pieces v[0 .. *count) (growable
+ * array `which`), each a run of one caller segment. */
+static selsync_status pieces(int which, size_t off, size_t n, void *scratch, int *count)
+{
+    size_t run, k = 0;
+    for (size_t d = 0; d < n; d += run, k++) at(off + d, &run);
+    selsync_status st = reserve((void **)&g.iov[which], &g.iov_cap[which], k ? k : 1, sizeof *g.iov[which]);
+    if (st != SELSYNC_OK) return st;
+    k = 0;
+    for (size_t d = 0; d < n; d += run, k++) {
+        float *q = at(off + d, &run);
+        if (run > n - d) run = n - d;
+        g.iov[which][k] = (struct iovec){scratch ? (void *)((float *)scratch + d) : (void *)q, run * sizeof(float)};
+    }
+    *count = (int)k;
+    return SELSYNC_OK;
+}
+
+/* The stall watch of a TCP transfer: the same warnings and timeout as
+ * watched_waitall's, naming the left neighbour while data from it is
+ * missing, else the right one. */
+static int tcp_tick(void *user, double waited, int receiving)
+{
+    static double next_warn;
+    int peer = (g.rank + (receiving ? g.size - 1 : 1)) % g.size;
+    char msg[256], step[48] = "";
+    int64_t at = __atomic_load_n(&g.step, __ATOMIC_RELAXED);
+    (void)user;
+    if (at >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)at);
+    if (waited < 0.15) next_warn = g.stall_warn;
+    if (g.stall_timeout > 0 && waited >= g.stall_timeout) {
+        snprintf(msg, sizeof msg, "waited %lld s in %s%s for rank(s) %d: SELSYNC_STALL_TIMEOUT=%lld reached; "
+                 "aborting the job", (long long)waited, g.op, step, peer, (long long)g.stall_timeout);
+        comm_abort(&g, STALL_EXIT_CODE, msg);
+    }
+    if (g.stall_warn > 0 && waited >= next_warn) {
+        fprintf(stderr, "selsync: rank %d: waiting %lld s in %s%s for rank(s) %d\n", g.rank, (long long)waited, g.op,
+                step, peer);
+        fflush(stderr);
+        while (next_warn <= waited) next_warn += g.stall_warn;
+    }
+    return 0;
+}
+
+/* One exchange of the world ring over its TCP links (elements o .. of the
+ * blocks at so and ro, sl and rl long, seg per exchange): phase 0 receives
+ * into the scratch and adds it in (times scale), phase 1 straight into
+ * the array. The same blocks, order and bits as the MPI exchanges. */
+static selsync_status tcp_exchange(int phase, size_t o, size_t seg, size_t so, size_t sl, size_t ro, size_t rl,
+                                   float scale, uint64_t *sent)
+{
+    size_t sc = o < sl ? (sl - o < seg ? sl - o : seg) : 0, rc = o < rl ? (rl - o < seg ? rl - o : seg) : 0;
+    int ns = 0, nr = 0;
+    char why[160];
+    tcp_watch watch = {tcp_tick, NULL};
+    selsync_status st = pieces(0, so + o, sc, NULL, &ns);
+    if (st == SELSYNC_OK) st = pieces(1, ro + o, rc, phase == 0 ? g.scratch : NULL, &nr);
+    if (st != SELSYNC_OK) return st;
+    if (tcp_transfer(g.tcp_out, g.iov[0], ns, g.tcp_in, g.iov[1], nr, &watch, why, sizeof why) != 0) {
+        set_error("%s failed on rank %d over the TCP links of the ring (%s): %s", g.op, g.rank, g.links, why);
+        return SELSYNC_ECOMM;
+    }
+    *sent += sc * sizeof(float);
+    return phase == 0 ? apply(ro + o, rc, g.scratch, scale) : SELSYNC_OK;
+}
+
 /* Ring reduce-scatter then ring allgather of plan pl, in place, each
  * exchange an MPI_Irecv from the left and an MPI_Isend to the right,
  * waited for together, RING_DEPTH exchanges in flight. Reduce-scatter step
@@ -643,6 +721,11 @@ static selsync_status ring(const ring_plan *pl, float scale)
              * even where a block is shorter or empty. */
             size_t count = (maxblk + seg - 1) / seg, posted = 0;
             ring_msg m[RING_DEPTH];
+            if (!pl->rank && g.tcp_out >= 0) { /* the world ring over its TCP links */
+                for (size_t k = 0; k < count && st == SELSYNC_OK; ++k)
+                    st = tcp_exchange(phase, k * seg, seg, so, sl, ro, rl, s + 2 == p ? scale : 1.0f, &sent);
+                continue;
+            }
             for (size_t k = 0; k < count && st == SELSYNC_OK; ++k) {
                 while (st == SELSYNC_OK && posted < count && posted < k + RING_DEPTH) {
                     st = ring_post(&m[posted % RING_DEPTH], phase, posted * seg, seg, so, sl, ro, rl,
@@ -1133,6 +1216,103 @@ static int env_seconds(const char *name, double def, double *out)
     return 1;
 }
 
+/* A world ring's sum of 4 MiB: the slowest rank's seconds (the median of
+ * three after one untimed). */
+static double ring_trial(float *buf, size_t n)
+{
+    double t[3], slowest;
+    selsync_segment one = {buf, n};
+    ring_plan world = {NULL, (size_t)g.size, (size_t)g.rank, n, 0};
+    for (int i = 0; i < 4; i++) {
+        double t0 = now_s();
+        if (set_segments(&one, 1, &n) != SELSYNC_OK || ring(&world, 1.0f) != SELSYNC_OK) return 1e30;
+        if (i) t[i - 1] = now_s() - t0;
+    }
+    double mid = t[0] > t[1] ? (t[1] > t[2] ? t[1] : t[0] > t[2] ? t[2] : t[0])
+                             : (t[0] > t[2] ? t[0] : t[1] > t[2] ? t[2] : t[1]);
+    MPI_Allreduce(&mid, &slowest, 1, MPI_DOUBLE, MPI_MAX, g.comm);
+    return slowest;
+}
+
+/* The world ring's links (SELSYNC_RING_LINKS, checked before MPI starts):
+ * mpi; tcp (an error when they cannot be made); auto (the default): TCP
+ * when every rank has a host of its own and a 4 MiB trial sum is faster
+ * over TCP than over MPI, else MPI. Collective. */
+static selsync_status ring_links(const char *mode)
+{
+    int want = !mode || !*mode || !strcmp(mode, "auto") ? 1 : !strcmp(mode, "tcp") ? 2 : 0, lfd = -1, ok, all;
+    char why[200] = "", ifn[16] = "";
+    struct sockaddr_in me;
+    snprintf(g.links, sizeof g.links, "MPI");
+    if (want == 0 || g.size == 1) return SELSYNC_OK;
+    if (want == 1) {
+        MPI_Comm node;
+        int n = 0, alone;
+        if (MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return SELSYNC_OK;
+        MPI_Comm_size(node, &n);
+        MPI_Comm_free(&node);
+        alone = n == 1;
+        MPI_Allreduce(&alone, &all, 1, MPI_INT, MPI_LAND, g.comm);
+        if (!all) {
+            snprintf(g.links, sizeof g.links, "MPI (ranks share a host)");
+            return SELSYNC_OK;
+        }
+    }
+    ok = tcp_listen(getenv("SELSYNC_RING_IFNAME"), &lfd, &me, ifn, why, sizeof why) == 0;
+    uint32_t mine[3] = {me.sin_addr.s_addr, me.sin_port, (uint32_t)ok}, *peers = malloc((size_t)g.size * sizeof mine);
+    if (!peers || MPI_Allgather(mine, 3, MPI_UINT32_T, peers, 3, MPI_UINT32_T, g.comm) != MPI_SUCCESS) ok = 0;
+    int right = (g.rank + 1) % g.size, left = (g.rank + g.size - 1) % g.size;
+    if (ok && peers[3 * right + 2]) {
+        struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = (in_port_t)peers[3 * right + 1]};
+        to.sin_addr.s_addr = peers[3 * right];
+        ok = tcp_connect(&to, g.rank, &g.tcp_out, why, sizeof why) == 0;
+    } else if (ok) {
+        snprintf(why, sizeof why, "rank %d has no listening socket", right);
+        ok = 0;
+    }
+    free(peers);
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, g.comm); /* every connection is queued before any accept */
+    if (all) ok = tcp_accept(lfd, left, 30, &g.tcp_in, why, sizeof why) == 0;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, g.comm);
+    if (lfd >= 0) close(lfd);
+    if (all && want == 1) { /* the faster of the two */
+        size_t n = (size_t)1 << 20;
+        float *buf = calloc(n, sizeof *buf);
+        int out = g.tcp_out;
+        double t_tcp = buf ? ring_trial(buf, n) : 1e30, t_mpi;
+        g.tcp_out = -1;
+        t_mpi = buf ? ring_trial(buf, n) : 0;
+        free(buf);
+        g.bytes = 0;
+        if (t_tcp < t_mpi) {
+            g.tcp_out = out;
+            snprintf(g.links, sizeof g.links, "TCP on %s (4 MiB sums: %.1f ms, over MPI %.1f ms)", ifn, 1e3 * t_tcp,
+                     1e3 * t_mpi);
+            return SELSYNC_OK;
+        }
+        close(out);
+        close(g.tcp_in);
+        g.tcp_in = -1;
+        snprintf(g.links, sizeof g.links, "MPI (4 MiB sums: %.1f ms, over TCP on %s %.1f ms)", 1e3 * t_mpi, ifn,
+                 1e3 * t_tcp);
+        return SELSYNC_OK;
+    }
+    if (all) {
+        snprintf(g.links, sizeof g.links, "TCP on %s", ifn);
+        return SELSYNC_OK;
+    }
+    if (g.tcp_out >= 0) close(g.tcp_out);
+    if (g.tcp_in >= 0) close(g.tcp_in);
+    g.tcp_out = g.tcp_in = -1;
+    if (want == 2) {
+        set_error("SELSYNC_RING_LINKS=tcp: rank %d: the ring's TCP links could not be made: %s", g.rank,
+                  ok ? "a link of another rank failed" : why);
+        return SELSYNC_ECOMM;
+    }
+    snprintf(g.links, sizeof g.links, "MPI (TCP links failed: %.150s)", ok ? "on another rank" : why);
+    return SELSYNC_OK;
+}
+
 static int launched_by_mpi(void)
 {
     static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE"};
@@ -1160,8 +1340,14 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
         *out = selsync_comm_single();
         return SELSYNC_OK;
     }
+    const char *links = getenv("SELSYNC_RING_LINKS");
     if (!env_seconds("SELSYNC_STALL_WARN", 60, &g.stall_warn) ||
         !env_seconds("SELSYNC_STALL_TIMEOUT", 0, &g.stall_timeout)) {
+        copy_err(err, errlen, g.last_error);
+        return SELSYNC_ECONFIG;
+    }
+    if (links && *links && strcmp(links, "auto") && strcmp(links, "mpi") && strcmp(links, "tcp")) {
+        set_error("SELSYNC_RING_LINKS=%.100s: expected auto, mpi or tcp", links);
         copy_err(err, errlen, g.last_error);
         return SELSYNC_ECONFIG;
     }
@@ -1231,6 +1417,14 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     g.bytes = 0;
     g.seq = 0;
     g.step = -1;
+    g.op = "a trial sum of the ring's links";
+    if ((st = ring_links(links)) != SELSYNC_OK) {
+        copy_err(err, errlen, g.last_error);
+        g.active = 0;
+        release();
+        return st;
+    }
+    g.seq = 0;
     /* Registered after MPI_Init_thread, so it runs before anything MPI
      * registered during initialisation. */
     if (!g.atexit_done && atexit(at_exit_handler) == 0) g.atexit_done = 1;
@@ -1244,7 +1438,15 @@ void selsync_mpi_finalize(void)
     if (!g.active) return;
     bg_stop();
     g.active = 0;
+    if (g.tcp_out >= 0) close(g.tcp_out);
+    if (g.tcp_in >= 0) close(g.tcp_in);
+    g.tcp_out = g.tcp_in = -1;
     release();
+    for (int i = 0; i < 2; i++) {
+        free(g.iov[i]);
+        g.iov[i] = NULL;
+        g.iov_cap[i] = 0;
+    }
     free(g.scratch);
     free(g.pack);
     free(g.start);
@@ -1272,6 +1474,11 @@ int selsync_mpi_active(void)
 void selsync_mpi_set_step(int64_t step)
 {
     __atomic_store_n(&g.step, step, __ATOMIC_RELAXED);
+}
+
+const char *selsync_mpi_ring_links(void)
+{
+    return g.active ? g.links : "";
 }
 
 const char *selsync_mpi_last_error(void)

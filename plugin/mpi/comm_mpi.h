@@ -163,6 +163,11 @@ int selsync_mpi_active(void);
  * (the state after selsync_mpi_init). */
 void selsync_mpi_set_step(int64_t step);
 
+/* What the world ring (sum_f32, sum_f32v) runs over, for a start-up line:
+ * "MPI", "MPI (ranks share a host)", "TCP on eth0 (4 MiB sums: ...)", ...
+ * ("" when not active). */
+const char *selsync_mpi_ring_links(void);
+
 /* The message of the last failure of this module ("" when none): the MPI
  * call and MPI_Error_string of its error code. Static storage; valid until
  * the next call of this module. */

@@ -788,7 +788,11 @@ int main(int argc, char **argv)
     ok = ok && selsync_mpi_init(&argc, &argv, &again, err, sizeof err) == SELSYNC_OK &&
          again.ops == C.ops && again.ctx == C.ctx;
     check("init: mpi communicator, rank/size of MPI_COMM_WORLD, active, repeatable", ok);
-    if (g_rank == 0) printf("# %d ranks\n", g_size);
+    if (g_rank == 0) printf("# %d ranks; the ring's links: %s\n", g_size, selsync_mpi_ring_links());
+    const char *links = getenv("SELSYNC_RING_LINKS");
+    if (links && (!strcmp(links, "tcp") || !strcmp(links, "mpi")))
+        check("SELSYNC_RING_LINKS: the ring runs over the links asked for",
+              strncmp(selsync_mpi_ring_links(), !strcmp(links, "tcp") ? "TCP on " : "MPI", 3) == 0);
 
     /* sum_f32, with each implementation */
     size_t sizes[] = {0, 1, (size_t)g_size - 1, (size_t)g_size, (size_t)g_size + 1,
