@@ -614,9 +614,9 @@ static selsync_status ring_post(ring_msg *m, int phase, size_t o, size_t seg, si
     return e == MPI_SUCCESS ? SELSYNC_OK : mpi_fail("MPI_Isend/MPI_Irecv", e);
 }
 
-/* The array's elements [off, off + n) as pieces v[0 .. *count) (growable
- * array `which`), each a run of one caller segment. */
-static selsync_status pieces(int which, size_t off, size_t n, void *scratch, int *count)
+/* The array's elements [off, off + n) as pieces g.iov[which][0 .. *count),
+ * each a run of one caller segment. */
+static selsync_status pieces(int which, size_t off, size_t n, int *count)
 {
     size_t run, k = 0;
     for (size_t d = 0; d < n; d += run, k++) at(off + d, &run);
@@ -626,7 +626,7 @@ static selsync_status pieces(int which, size_t off, size_t n, void *scratch, int
     for (size_t d = 0; d < n; d += run, k++) {
         float *q = at(off + d, &run);
         if (run > n - d) run = n - d;
-        g.iov[which][k] = (struct iovec){scratch ? (void *)((float *)scratch + d) : (void *)q, run * sizeof(float)};
+        g.iov[which][k] = (struct iovec){q, run * sizeof(float)};
     }
     *count = (int)k;
     return SELSYNC_OK;
@@ -658,26 +658,48 @@ static int tcp_tick(void *user, double waited, int receiving)
     return 0;
 }
 
-/* One exchange of the world ring over its TCP links (elements o .. of the
- * blocks at so and ro, sl and rl long, seg per exchange): phase 0 receives
- * into the scratch and adds it in (times scale), phase 1 straight into
- * the array. The same blocks, order and bits as the MPI exchanges. */
-static selsync_status tcp_exchange(int phase, size_t o, size_t seg, size_t so, size_t sl, size_t ro, size_t rl,
-                                   float scale, uint64_t *sent)
+/* The reduce-scatter's received pieces: piece k is added into the array
+ * (times scale) as soon as it has arrived, while it is still in cache. */
+typedef struct tcp_sum {
+    size_t ro, rl, seg;
+    float scale;
+} tcp_sum;
+
+static int tcp_add(void *user, int k)
 {
-    size_t sc = o < sl ? (sl - o < seg ? sl - o : seg) : 0, rc = o < rl ? (rl - o < seg ? rl - o : seg) : 0;
+    const tcp_sum *t = user;
+    size_t o = (size_t)k * t->seg, n = t->rl - o < t->seg ? t->rl - o : t->seg;
+    return apply(t->ro + o, n, g.scratch + o, t->scale) != SELSYNC_OK;
+}
+
+/* One step of the world ring over its TCP links: block at so (sl
+ * elements) to the right, block at ro (rl) from the left, at once. Phase 0
+ * receives into the scratch in pieces of seg elements, each added in as it
+ * arrives (times scale); phase 1 straight into the array. The same blocks,
+ * order and bits as over MPI. */
+static selsync_status tcp_step(int phase, size_t seg, size_t so, size_t sl, size_t ro, size_t rl, float scale)
+{
     int ns = 0, nr = 0;
     char why[160];
-    tcp_watch watch = {tcp_tick, NULL};
-    selsync_status st = pieces(0, so + o, sc, NULL, &ns);
-    if (st == SELSYNC_OK) st = pieces(1, ro + o, rc, phase == 0 ? g.scratch : NULL, &nr);
+    tcp_sum sum = {ro, rl, seg, scale};
+    tcp_hooks hooks = {tcp_tick, phase == 0 ? tcp_add : NULL, &sum};
+    selsync_status st = pieces(0, so, sl, &ns);
+    if (st == SELSYNC_OK && phase == 1) st = pieces(1, ro, rl, &nr);
+    if (st == SELSYNC_OK && phase == 0) {
+        nr = (int)((rl + seg - 1) / seg);
+        st = reserve((void **)&g.iov[1], &g.iov_cap[1], nr ? (size_t)nr : 1, sizeof *g.iov[1]);
+        for (int k = 0; st == SELSYNC_OK && k < nr; k++) {
+            size_t o = (size_t)k * seg;
+            g.iov[1][k] = (struct iovec){g.scratch + o, (rl - o < seg ? rl - o : seg) * sizeof(float)};
+        }
+    }
     if (st != SELSYNC_OK) return st;
-    if (tcp_transfer(g.tcp_out, g.iov[0], ns, g.tcp_in, g.iov[1], nr, &watch, why, sizeof why) != 0) {
+    if (tcp_transfer(g.tcp_out, g.iov[0], ns, g.tcp_in, g.iov[1], nr, &hooks, why, sizeof why) != 0) {
+        if (!strcmp(why, "stopped where a received piece was used")) return SELSYNC_ECOMM; /* apply's message */
         set_error("%s failed on rank %d over the TCP links of the ring (%s): %s", g.op, g.rank, g.links, why);
         return SELSYNC_ECOMM;
     }
-    *sent += sc * sizeof(float);
-    return phase == 0 ? apply(ro + o, rc, g.scratch, scale) : SELSYNC_OK;
+    return SELSYNC_OK;
 }
 
 /* Ring reduce-scatter then ring allgather of plan pl, in place, each
@@ -705,7 +727,8 @@ static selsync_status ring(const ring_plan *pl, float scale)
     for (size_t b = 0; b < p; b++)
         if (plan_off(pl, b + 1) - plan_off(pl, b) > maxblk) maxblk = plan_off(pl, b + 1) - plan_off(pl, b);
     size_t slot = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
-    selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, RING_DEPTH * slot, sizeof(float));
+    int tcp = !pl->rank && g.tcp_out >= 0 && p > 1; /* a whole block in the scratch */
+    selsync_status st = reserve((void **)&g.scratch, &g.scratch_cap, tcp ? maxblk : RING_DEPTH * slot, sizeof(float));
     uint64_t sent = 0;
     g.rot = pl->rot;
     if (p == 1 && st == SELSYNC_OK) st = apply(0, n, NULL, scale);
@@ -721,9 +744,9 @@ static selsync_status ring(const ring_plan *pl, float scale)
              * even where a block is shorter or empty. */
             size_t count = (maxblk + seg - 1) / seg, posted = 0;
             ring_msg m[RING_DEPTH];
-            if (!pl->rank && g.tcp_out >= 0) { /* the world ring over its TCP links */
-                for (size_t k = 0; k < count && st == SELSYNC_OK; ++k)
-                    st = tcp_exchange(phase, k * seg, seg, so, sl, ro, rl, s + 2 == p ? scale : 1.0f, &sent);
+            if (tcp) { /* the world ring over its TCP links */
+                st = tcp_step(phase, seg, so, sl, ro, rl, s + 2 == p ? scale : 1.0f);
+                sent += sl * sizeof(float);
                 continue;
             }
             for (size_t k = 0; k < count && st == SELSYNC_OK; ++k) {

@@ -131,9 +131,10 @@ int tcp_accept(int lfd, int expect, double timeout_s, int *fd, char *err, size_t
 }
 
 /* Moves up to what the socket takes of pieces v[*at ..] (*off into the
- * first), advancing them; 0, 1 when the socket is full (or empty), -1 on
- * error or a closed connection. */
-static int move(int fd, const struct iovec *v, int n, int *at, size_t *off, int out)
+ * first), advancing them and telling hooks->arrived of each received one;
+ * 0, 1 when the socket is full (or empty), -1 on error or a closed
+ * connection, -2 when arrived said stop. */
+static int move(int fd, const struct iovec *v, int n, int *at, size_t *off, int out, const tcp_hooks *h)
 {
     while (*at < n) {
         size_t left = v[*at].iov_len - *off;
@@ -147,6 +148,7 @@ static int move(int fd, const struct iovec *v, int n, int *at, size_t *off, int 
         }
         *off += (size_t)k;
         if (*off == v[*at].iov_len) {
+            if (!out && h && h->arrived && h->arrived(h->user, *at)) return -2;
             ++*at;
             *off = 0;
         }
@@ -155,26 +157,30 @@ static int move(int fd, const struct iovec *v, int n, int *at, size_t *off, int 
 }
 
 int tcp_transfer(int out, const struct iovec *send_v, int n_out, int in, const struct iovec *recv_v, int n_in,
-                 const tcp_watch *watch, char *err, size_t len)
+                 const tcp_hooks *hooks, char *err, size_t len)
 {
     int so = 0, ri = 0;
     size_t soff = 0, roff = 0;
     double t0 = 0, next = 0;
     for (;;) {
-        int ws = move(out, send_v, n_out, &so, &soff, 1);
-        int wr = ws < 0 ? 0 : move(in, recv_v, n_in, &ri, &roff, 0);
+        int ws = move(out, send_v, n_out, &so, &soff, 1, hooks);
+        int wr = ws < 0 ? 0 : move(in, recv_v, n_in, &ri, &roff, 0, hooks);
         if (ws < 0) return fail(err, len, "sending to the right neighbour");
+        if (wr == -2) {
+            snprintf(err, len, "stopped where a received piece was used");
+            return -1;
+        }
         if (wr < 0) return fail(err, len, "receiving from the left neighbour");
         if (ws == 0 && wr == 0) return 0;
         struct pollfd p[2] = {{out, ws ? POLLOUT : 0, 0}, {in, wr ? POLLIN : 0, 0}};
         int r = poll(p, 2, TICK_MS);
         if (r < 0 && errno != EINTR) return fail(err, len, "poll");
-        if (r == 0 && watch && watch->tick) {
+        if (r == 0 && hooks && hooks->tick) {
             double t = now_s();
             if (t0 == 0) t0 = next = t - TICK_MS / 1000.0;
             if (t >= next) {
                 next = t + TICK_MS / 1000.0;
-                if (watch->tick(watch->user, t - t0, wr != 0)) {
+                if (hooks->tick(hooks->user, t - t0, wr != 0)) {
                     snprintf(err, len, "stopped by the stall watch");
                     return -1;
                 }

@@ -22,17 +22,20 @@ int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, si
 /* Accepts on lfd, within timeout_s, the connection of rank `expect`. */
 int tcp_accept(int lfd, int expect, double timeout_s, int *fd, char *err, size_t len);
 
-/* What a transfer calls about every 100 ms while it waits: waited seconds
- * so far, and whether it still waits for data from the left (else it waits
- * to send to the right). A non-zero return ends the transfer with -1. */
-typedef struct tcp_watch {
+/* What a transfer calls (either may be NULL): tick about every 100 ms
+ * while it waits, with the seconds waited so far and whether it still
+ * waits for data from the left (else to send to the right); arrived once
+ * receive piece k is complete (the sending goes on in the socket's buffer
+ * meanwhile). A non-zero return ends the transfer with -1. */
+typedef struct tcp_hooks {
     int (*tick)(void *user, double waited, int receiving);
+    int (*arrived)(void *user, int k);
     void *user;
-} tcp_watch;
+} tcp_hooks;
 
 /* Sends the n_out pieces on `out` while receiving the n_in pieces from
  * `in`, both at once (non-blocking sockets, poll), until all are done. */
 int tcp_transfer(int out, const struct iovec *send, int n_out, int in, const struct iovec *recv, int n_in,
-                 const tcp_watch *watch, char *err, size_t len);
+                 const tcp_hooks *hooks, char *err, size_t len);
 
 #endif
