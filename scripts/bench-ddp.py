@@ -37,8 +37,8 @@ Printed: per run the training time per step (evaluations left out), for
 darknet the communication the step waited for (exposed: the metrics'
 t_transfer) and, for bsp, the communication hidden behind the backward pass
 (bsp-after's exposed time minus bsp's), the final top-1, and the training
-time to the common accuracy: the lowest final top-1 of the runs, reached
-at an evaluation. Ratios are against ddp. Needs Debian's python3-torch.
+time to the common accuracy (the lowest final top-1 of the runs) and to
+ddp's final top-1, each reached at an evaluation. Ratios are against ddp. Needs Debian's python3-torch.
 """
 import argparse
 import os
@@ -234,17 +234,20 @@ def main():
     ddp_ms = statistics.median(res["ddp"]["ms"])
     ddp_tta = next(t for t, s in res["ddp"]["evals"] if s >= target)
     after = statistics.median(res["bsp-after"]["exposed"])
+    ddp_final = res["ddp"]["evals"][-1][1]
     print("\n| run | ms per step | vs ddp | communication exposed (ms) | hidden (ms) | final top-1 | "
-          "time to %.4f (s) | vs ddp |" % target)
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "time to %.4f (s) | vs ddp | time to ddp's %.4f (s) | vs ddp |" % (target, ddp_final))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in names:
         ms = statistics.median(res[n]["ms"])
         exp = statistics.median(res[n]["exposed"]) if res[n]["exposed"] else None
         hidden = after - exp if n == "bsp" else None
         tta = next(t for t, s in res[n]["evals"] if s >= target)
-        print("| %s | %.1f | %.2fx | %s | %s | %.4f | %.1f | %.2fx |"
+        ttd = next((t for t, s in res[n]["evals"] if s >= ddp_final), None)
+        print("| %s | %.1f | %.2fx | %s | %s | %.4f | %.1f | %.2fx | %s | %s |"
               % (n, ms, ms / ddp_ms, "%.1f" % exp if exp is not None else "-",
-                 "%.1f" % hidden if hidden is not None else "-", res[n]["evals"][-1][1], tta, ddp_tta / tta))
+                 "%.1f" % hidden if hidden is not None else "-", res[n]["evals"][-1][1], tta, ddp_tta / tta,
+                 "%.1f" % ttd if ttd else "not reached", "%.2fx" % (res["ddp"]["evals"][-1][0] / ttd) if ttd else "-"))
     print("\nms per step: training time / steps (evaluations left out), median of %d round(s); vs ddp: "
           "this run's time / ddp's for ms, ddp's / this run's for time to accuracy (> 1: faster than ddp)."
           % a.rounds)

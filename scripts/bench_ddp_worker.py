@@ -6,11 +6,14 @@ Usage: bench_ddp_worker.py CFG STEPS BATCH EVAL_EVERY HELDOUT OUT
 
 Rank and size come from the MPI launcher's environment (mpirun is only the
 launcher here); the ranks meet over gloo at MASTER_ADDR:MASTER_PORT. The
-network is scripts/bench_torch.py's rebuild of CFG, trained as Darknet
-trains it: SGD with the cfg's momentum and decay, its learning rate and
+network is scripts/bench_torch.py's rebuild of CFG, initialised and
+trained as Darknet does it: convolution weights normal with standard
+deviation sqrt(2 / fan-in), connected ones uniform in +-sqrt(2 / fan-in),
+biases 0; SGD with the cfg's momentum and decay, its learning rate and
 policy (constant, poly, steps) over STEPS steps of BATCH images per rank,
 softmax cross-entropy averaged over the batch (Darknet scales the summed
-gradient by 1/batch). Every rank draws its batches at random from its own
+gradient by 1/batch), each image flipped left to right with probability
+1/2 (Darknet's classifier loader does so). Every rank draws its batches at random from its own
 1/N of the 60000 training images (a fixed permutation, as Darknet's iid
 partition); DDP averages the gradients in buckets during the backward pass.
 One thread per rank (torch.set_num_threads(1)).
@@ -59,6 +62,20 @@ def load(prefix, limit=None):
     return x, y
 
 
+def darknet_init(model):
+    for m in model.modules():
+        if isinstance(m, torch.nn.Conv2d):
+            fan_in = m.in_channels // m.groups * m.kernel_size[0] * m.kernel_size[1]
+            torch.nn.init.normal_(m.weight, 0.0, (2.0 / fan_in) ** 0.5)
+        elif isinstance(m, torch.nn.Linear):
+            s = (2.0 / m.in_features) ** 0.5
+            torch.nn.init.uniform_(m.weight, -s, s)
+        else:
+            continue
+        if m.bias is not None:
+            torch.nn.init.zeros_(m.bias)
+
+
 def rate(netp, step, steps):
     lr = float(netp.get("learning_rate", 0.001))
     policy = netp.get("policy", "constant")
@@ -96,7 +113,9 @@ def main():
     torch.manual_seed(1)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     sections = read_cfg(cfg)
     netp = sections[0][1]
-    model = DistributedDataParallel(Net(sections))
+    net = Net(sections)
+    darknet_init(net)
+    model = DistributedDataParallel(net)
     opt = torch.optim.SGD(model.parameters(), lr=rate(netp, 0, steps),
                           momentum=float(netp.get("momentum", 0.9)),
                           weight_decay=float(netp.get("decay", 0.0001)))
@@ -112,7 +131,10 @@ def main():
         pick = mine[torch.randint(len(mine), (batch,), generator=draw)]
         for g in opt.param_groups:
             g["lr"] = rate(netp, step, steps)
-        out, _ = model(x[pick])
+        batch_x = x[pick]
+        flip = torch.rand(batch, generator=draw) < 0.5
+        batch_x[flip] = batch_x[flip].flip(3)
+        out, _ = model(batch_x)
         loss = F.cross_entropy(out, y[pick])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -315,7 +315,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->granularity = SELSYNC_GRANULARITY_MODEL;
     cfg->aggregate = SELSYNC_AGGREGATE_DEFAULT;
     cfg->overlap = 1;
-    cfg->bucket_mb = 4;
+    cfg->bucket_mb = 2;
     cfg->sync_bn_stats = 1;
     cfg->fedavg_interval = 250;
     cfg->fedavg_fraction = 1.0;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #define TICK_MS 100
+#define CONNECT_S 10
 
 static int fail(char *err, size_t len, const char *what)
 {
@@ -97,8 +98,19 @@ int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, si
     uint32_t id = htonl((uint32_t)rank);
     char where[64];
     snprintf(where, sizeof where, "connect to %s:%d", inet_ntoa(addr->sin_addr), ntohs(addr->sin_port));
-    if ((*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0) return fail(err, len, "socket");
-    if (connect(*fd, (const struct sockaddr *)addr, sizeof *addr) != 0 || whole(*fd, &id, sizeof id, 1) != 0) {
+    if ((*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) return fail(err, len, "socket");
+    /* within CONNECT_S (a firewall that drops the packets would otherwise hold it for minutes) */
+    int rc = connect(*fd, (const struct sockaddr *)addr, sizeof *addr), e = 0;
+    socklen_t elen = sizeof e;
+    if (rc != 0 && errno == EINPROGRESS) {
+        struct pollfd p = {*fd, POLLOUT, 0};
+        rc = poll(&p, 1, CONNECT_S * 1000);
+        if (rc == 0) errno = ETIMEDOUT;
+        rc = rc == 1 && getsockopt(*fd, SOL_SOCKET, SO_ERROR, &e, &elen) == 0 && e == 0 ? 0 : -1;
+        if (e) errno = e;
+    }
+    if (rc == 0) fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
+    if (rc != 0 || whole(*fd, &id, sizeof id, 1) != 0) {
         fail(err, len, where);
         close(*fd);
         *fd = -1;

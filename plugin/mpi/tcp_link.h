@@ -16,7 +16,8 @@
  * to in *addr; the interface's name in name (at least 16 bytes). */
 int tcp_listen(const char *ifname, int *fd, struct sockaddr_in *addr, char *name, char *err, size_t len);
 
-/* Connects to addr and sends this rank's number (the listener checks it). */
+/* Connects to addr (within 10 s) and sends this rank's number (the
+ * listener checks it). */
 int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, size_t len);
 
 /* Accepts on lfd, within timeout_s, the connection of rank `expect`. */

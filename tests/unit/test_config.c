@@ -668,9 +668,9 @@ static void test_overlap_keys(void **state)
     assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.overlap, 1); /* the default where gradients are averaged */
-    assert_true(f->cfg.bucket_mb == 4);
+    assert_true(f->cfg.bucket_mb == 2);
     selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
-    assert_contains(f->err, " aggregate=grads overlap=1 bucket_mb=4 sync_bn_stats=1");
+    assert_contains(f->err, " aggregate=grads overlap=1 bucket_mb=2 sync_bn_stats=1");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
     assert_int_equal(set(f, "overlap", "0", 3), SELSYNC_OK);
