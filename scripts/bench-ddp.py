@@ -6,6 +6,7 @@ the same network, data, batch and hosts, side by side in one run.
 Usage: scripts/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N]
            [--rate RATE] [--eval-every K] [--heldout H] [--rounds R]
            [--build DIR] [--out DIR]
+       scripts/bench-ddp.py --transfer [--ranks N] [--rate RATE] [--build DIR] [--out DIR]
 
   --cfg       a classifier cfg (default cfg/fmnist-wide.cfg, 12 MB of parameters)
   --steps     training steps of every run (default 300); the cfg's
@@ -33,6 +34,12 @@ torch.set_num_threads(1)):
   selsync        darknet selsync, delta 0.3 (the cfg's [selsync] defaults)
 The darknet runs start from the same initial weights (darknet partial).
 
+--transfer times the sums alone instead, on the same hosts, at 1, 4, 12
+and 32 MiB (the median of 10 after 2): darknet's ring (the transport's
+sum_f32, tests/bench_transfer) over MPI (SELSYNC_RING_LINKS=mpi) and over
+its TCP links (tcp), Open MPI's MPI_Allreduce, and gloo's all_reduce; and
+the rate a ring all-reduce's 2 (N-1)/N S bytes per rank give.
+
 Printed: per run the training time per step (evaluations left out), for
 darknet the communication the step waited for (exposed: the metrics'
 t_transfer) and, for bsp, the communication hidden behind the backward pass
@@ -43,7 +50,6 @@ ddp's final top-1, each reached at an evaluation. Ratios are against ddp. Needs 
 import argparse
 import os
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -73,6 +79,7 @@ def options():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out")
+    ap.add_argument("--transfer", action="store_true")
     a = ap.parse_args()
     if min(a.steps, a.batch, a.ranks, a.eval_every, a.heldout, a.rounds) < 1:
         fail("--steps, --batch, --ranks, --eval-every, --heldout and --rounds must be >= 1")
@@ -191,6 +198,49 @@ def ddp_result(path):
     return steps_s, evals
 
 
+TRANSFER_MIB = [1, 4, 12, 32]
+
+
+def gloo_env(hosts, rate):
+    port = str(29500 + random.randrange(400))
+    gloo = [] if rate == "shm" else ["GLOO_SOCKET_IFNAME=eth0"]  # the host's link, not lo
+    return ["MASTER_ADDR=" + hosts.master(), "MASTER_PORT=" + port] + gloo
+
+
+def transfer(a, out, env):
+    """The sums alone: darknet's ring over MPI and over TCP, MPI_Allreduce, gloo."""
+    bench = os.path.join(a.build, "tests", "bench_transfer")
+    if not os.access(bench, os.X_OK):
+        fail("%s not found (cmake --build %s --target bench_transfer)" % (bench, a.build))
+    ms = {}
+    sizes = [str(m) for m in TRANSFER_MIB]
+    with Hosts(a.ranks, a.rate) as hosts:
+        for links in ("mpi", "tcp"):
+            log = os.path.join(out, "transfer-%s.log" % links)
+            run(hosts.mpirun(["OPENBLAS_NUM_THREADS=1", "SELSYNC_RING_LINKS=" + links],
+                             [bench, "10", "2"] + sizes), log, env)
+            with open(log) as f:
+                rows = [l.split() for l in f if l.split() and l.split()[0].isdigit()]
+            for r in rows:
+                mib = int(r[0]) / 2.0 ** 20
+                ms.setdefault(mib, {})["ring over " + links.upper()] = float(r[1])
+                ms[mib]["MPI_Allreduce"] = float(r[3])
+        log = os.path.join(out, "transfer-gloo.log")
+        run(hosts.mpirun(gloo_env(hosts, a.rate), ["/usr/bin/python3", WORKER, "allreduce", "10"] + sizes), log, env)
+        with open(log) as f:
+            for l in f:
+                w = l.split()
+                if w and w[0] == "allreduce":
+                    ms.setdefault(float(w[1]), {})["gloo"] = float(w[2])
+    cols = ["ring over TCP", "ring over MPI", "MPI_Allreduce", "gloo"]
+    print("\n| MiB | " + " | ".join(c + " (ms)" for c in cols) + " | TCP ring's rate (Mbit/s) |")
+    print("|---:|" + "---:|" * (len(cols) + 1))
+    for mib in sorted(ms):
+        row = ms[mib]
+        rate = 2.0 * (a.ranks - 1) / a.ranks * mib * 2 ** 20 * 8 / (row["ring over TCP"] / 1000) / 1e6
+        print("| %g | %s | %.0f |" % (mib, " | ".join("%.1f" % row[c] if c in row else "-" for c in cols), rate))
+
+
 def main():
     a = options()
     if subprocess.call(["/usr/bin/python3", "-c", "import torch"], stderr=subprocess.DEVNULL):
@@ -199,6 +249,10 @@ def main():
     os.makedirs(out, exist_ok=True)
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    if a.transfer:
+        print("bench-ddp: the sums alone, %d ranks, %s; files in %s"
+              % (a.ranks, "shared memory" if a.rate == "shm" else "emulated hosts, " + a.rate, out), flush=True)
+        return transfer(a, out, env)
     data, init, cfgs = darknet_files(a, out)
     names = ["ddp"] + [n for n, _ in DARKNET_RUNS]
     res = {n: {"ms": [], "exposed": [], "evals": None} for n in names}
@@ -211,9 +265,7 @@ def main():
                 log = os.path.join(out, "%s.%d.log" % (n, r))
                 if n == "ddp":
                     res_file = os.path.join(out, "ddp.%d.out" % r)
-                    port = str(29500 + random.randrange(400))
-                    gloo = [] if a.rate == "shm" else ["GLOO_SOCKET_IFNAME=eth0"]  # the host's link, not lo
-                    run(hosts.mpirun(["MASTER_ADDR=" + hosts.master(), "MASTER_PORT=" + port] + gloo,
+                    run(hosts.mpirun(gloo_env(hosts, a.rate),
                                      ["/usr/bin/python3", WORKER, a.cfg, str(a.steps), str(a.batch),
                                       str(a.eval_every), str(a.heldout), res_file]), log, env)
                     total, evals = ddp_result(res_file)

@@ -3,6 +3,7 @@
 network on Fashion-MNIST, for scripts/bench-ddp.py.
 
 Usage: bench_ddp_worker.py CFG STEPS BATCH EVAL_EVERY HELDOUT OUT
+       bench_ddp_worker.py allreduce REPS MIB...
 
 Rank and size come from the MPI launcher's environment (mpirun is only the
 launcher here); the ranks meet over gloo at MASTER_ADDR:MASTER_PORT. The
@@ -23,6 +24,10 @@ and after the last step, in eval mode (batch norm's running statistics, as
 Darknet evaluates). Evaluation time is left out of the training time.
 Rank 0 writes OUT: one line "eval STEP TRAIN_S TOP1" per evaluation and a
 line "steps STEPS TRAIN_S" (seconds of training, wall clock).
+
+With allreduce, the ranks time gloo's all_reduce of MIB mebibytes of
+float32 instead (two untimed, then REPS timed, each after a barrier) and
+rank 0 prints "allreduce MIB MEDIAN_MS" per size.
 """
 import os
 import sys
@@ -101,15 +106,39 @@ def top1(model, x, y):
     return right / float(len(y))
 
 
-def main():
-    cfg, steps, batch, every, heldout, out_path = sys.argv[1:7]
-    steps, batch, every, heldout = int(steps), int(batch), int(every), int(heldout)
+def join():
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
     world = int(os.environ["OMPI_COMM_WORLD_SIZE"])
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method="tcp://%s:%s" % (os.environ["MASTER_ADDR"],
                                                                   os.environ["MASTER_PORT"]),
                             rank=rank, world_size=world)
+    return rank, world
+
+
+def allreduce(reps, sizes):
+    rank, _ = join()
+    for mib in sizes:
+        x = torch.ones(int(mib * 262144))
+        times = []
+        for i in range(2 + reps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+        times.sort()
+        if rank == 0:
+            print("allreduce %g %.3f" % (mib, 1000 * times[len(times) // 2]), flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    if sys.argv[1] == "allreduce":
+        return allreduce(int(sys.argv[2]), [float(v) for v in sys.argv[3:]])
+    cfg, steps, batch, every, heldout, out_path = sys.argv[1:7]
+    steps, batch, every, heldout = int(steps), int(batch), int(every), int(heldout)
+    rank, world = join()
     torch.manual_seed(1)  # the same initial weights on every rank (DDP also broadcasts rank 0's)
     sections = read_cfg(cfg)
     netp = sections[0][1]

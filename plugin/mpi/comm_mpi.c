@@ -63,6 +63,8 @@ typedef struct mpi_ctx {
     int own_init;        /* we called MPI_Init_thread */
     int atexit_done;     /* handler registered */
     int threads_ok;      /* MPI allows a second thread (MPI_THREAD_SERIALIZED or more) */
+    int one_host;        /* every rank runs on one host (shared memory) */
+    int background;      /* sum_f32v_start: -1 a thread unless one_host, 0 never, 1 always */
     volatile int aborting;
     float *scratch;      /* sum_f32 scratch, kept between calls */
     size_t scratch_cap;  /* in floats */
@@ -137,6 +139,7 @@ static mpi_ctx g = {
     .sum_alg = SELSYNC_MPI_SUM_RING,
     .tcp_out = -1,
     .tcp_in = -1,
+    .background = -1,
 };
 
 static void set_error(const char *fmt, ...)
@@ -1120,12 +1123,16 @@ static void bg_stop(void)
 }
 
 /* Queues the sum (the segments checked here, on the caller's thread); runs
- * it at once where MPI allows one thread only or there is one rank. */
+ * it at once where MPI allows one thread only, there is one rank, or every
+ * rank shares one host: there a sum is the CPU's work (copies and adds in
+ * shared memory), which a second thread would only take from the
+ * computation beside it. */
 static selsync_status comm_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
 {
     selsync_status s;
     int ok = ctx == &g && g.active && (segs || nseg == 0);
-    if (!bg.started && (!g.threads_ok || g.size == 1)) return comm_sum_f32v(ctx, segs, nseg, scale);
+    if (!bg.started && (!g.threads_ok || g.size == 1 || !g.background || (g.background < 0 && g.one_host)))
+        return comm_sum_f32v(ctx, segs, nseg, scale);
     for (size_t k = 0; ok && k < nseg; k++) ok = segs[k].data || segs[k].count == 0;
     if (!ok) return check_segments(ctx, segs, nseg, "sum_f32v"); /* after the queue: the message */
     pthread_mutex_lock(&bg.mu);
@@ -1266,14 +1273,16 @@ static selsync_status ring_links(const char *mode)
     int want = !mode || !*mode || !strcmp(mode, "auto") ? 1 : !strcmp(mode, "tcp") ? 2 : 0, lfd = -1, ok, all;
     char why[200] = "", ifn[16] = "";
     struct sockaddr_in me;
+    MPI_Comm node;
+    int n = 0, alone;
     snprintf(g.links, sizeof g.links, "MPI");
-    if (want == 0 || g.size == 1) return SELSYNC_OK;
-    if (want == 1) {
-        MPI_Comm node;
-        int n = 0, alone;
-        if (MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS) return SELSYNC_OK;
+    if (MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
         MPI_Comm_size(node, &n);
         MPI_Comm_free(&node);
+    }
+    g.one_host = n == g.size;
+    if (want == 0 || g.size == 1) return SELSYNC_OK;
+    if (want == 1) {
         alone = n == 1;
         MPI_Allreduce(&alone, &all, 1, MPI_INT, MPI_LAND, g.comm);
         if (!all) {
@@ -1507,6 +1516,13 @@ const char *selsync_mpi_ring_links(void)
 const char *selsync_mpi_last_error(void)
 {
     return g.last_error;
+}
+
+int selsync_mpi_set_background_sums(int mode)
+{
+    int prev = g.background;
+    g.background = mode < 0 ? -1 : mode > 0;
+    return prev;
 }
 
 size_t selsync_mpi_set_chunk_bytes(size_t bytes)

@@ -13,7 +13,9 @@
  * other op (and wait_sums) first waits until that queue is empty, so MPI
  * is called by one thread at a time, and a failure of a background sum is
  * returned by every op after it. Where MPI provides less than
- * MPI_THREAD_SERIALIZED (initialised elsewhere), or with one rank,
+ * MPI_THREAD_SERIALIZED (initialised elsewhere), with one rank, or when
+ * every rank runs on one host (its sums are copies and adds in shared
+ * memory: CPU work that a second thread would take from the computation),
  * sum_f32v_start runs the sum at once.
  *
  * Collectives (all ranks call the same ops in the same order, with the same
@@ -33,6 +35,18 @@
  *             MPI_Reduce_local; the allgather receives straight into the
  *             array. Block b is summed in the fixed order
  *             b+1, b+2, ..., b (mod N). No temporary is allocated per call.
+ *             The ring's links (SELSYNC_RING_LINKS at init: auto, the
+ *             default; mpi; tcp): MPI, or TCP sockets of its own (tcp_link.h)
+ *             to the right neighbour and from the left one, made at init
+ *             on the first interface that is up and not loopback (or
+ *             SELSYNC_RING_IFNAME), with the addresses traded over MPI.
+ *             auto takes the sockets when every rank has a host of its
+ *             own and a trial sum of 4 MiB, timed both ways at init, is
+ *             faster over them; tcp takes them or fails init on every
+ *             rank. Over TCP a step sends its whole block and receives the
+ *             other in 1 MiB pieces, each added in as it arrives (a whole
+ *             block of scratch); the same blocks, order and bits as over
+ *             MPI. The world ring only: sum_f32v_among stays on MPI.
  *     reduce_scatter_block: MPI_Reduce_scatter_block(MPI_SUM) into a
  *             scratch block, then MPI_Allgather, in pairs of at most 4 MiB;
  *             counts not divisible by N are zero-padded (small arrays:
@@ -181,6 +195,12 @@ typedef enum selsync_mpi_sum_algorithm {
 /* Selects the sum_f32 implementation (see above); returns the previous one.
  * Must be the same on all ranks at every sum_f32 call. */
 selsync_mpi_sum_algorithm selsync_mpi_set_sum_algorithm(selsync_mpi_sum_algorithm alg);
+
+/* For tests: whether sum_f32v_start hands its sums to the background
+ * thread: -1 (the default) unless every rank runs on one host, 0 never
+ * (the sum runs at once), 1 always, also on one host. Returns the previous
+ * mode. */
+int selsync_mpi_set_background_sums(int mode);
 
 /* For tests: caps the bytes per MPI call of each collective (so chunk loops
  * can be exercised with small buffers); 0 restores the default (1 GiB).

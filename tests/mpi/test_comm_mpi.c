@@ -650,6 +650,7 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
     }
     g_rank = C.ops->rank(C.ctx);
     g_size = C.ops->size(C.ctx);
+    selsync_mpi_set_background_sums(1); /* sum_f32v_start's waiting on the background thread */
     if (victim < 0 || victim >= g_size || !pid_file ||
         (strcmp(op, "any") && strcmp(op, "sum_f32") && strcmp(op, "sum_f32v_among") &&
          strcmp(op, "sum_f32v_start"))) {
@@ -789,6 +790,7 @@ int main(int argc, char **argv)
          again.ops == C.ops && again.ctx == C.ctx;
     check("init: mpi communicator, rank/size of MPI_COMM_WORLD, active, repeatable", ok);
     if (g_rank == 0) printf("# %d ranks; the ring's links: %s\n", g_size, selsync_mpi_ring_links());
+    selsync_mpi_set_background_sums(1); /* the background thread also with every rank on one host */
     const char *links = getenv("SELSYNC_RING_LINKS");
     if (links && (!strcmp(links, "tcp") || !strcmp(links, "mpi")))
         check("SELSYNC_RING_LINKS: the ring runs over the links asked for",

@@ -60,7 +60,7 @@ bucket_mb=0.0004" >"$work/ov0.cfg"
 cfg 4 1 "" >"$work/initbn.cfg"
 "$prog" "$work/initbn.cfg" 0 "$work/initbn" --save "$work/init4.weights" >>"$work/log" 2>&1
 for o in 1 0; do
-    run "$work/ov$o.cfg" 8 "$work/ov$o" --begin --init "$work/init4.weights" || bad "($np ranks) bsp overlap=$o run failed"
+    run "$work/ov$o.cfg" 8 "$work/ov$o" --begin --background-sums --init "$work/init4.weights" || bad "($np ranks) bsp overlap=$o run failed"
 done
 cmp -s "$work/ov1.0.hashes" "$work/ov0.0.hashes" && ok || bad "($np ranks) bsp: overlap=1 and overlap=0 differ"
 for t in 0 3 7 final; do

@@ -9,6 +9,8 @@
  *                      nothing; rank r trains the data of part r - 1
  *   --slow-rank R --slow-ms MS   rank R sleeps MS milliseconds every step
  *   --chunk-bytes N    the MPI transport's bytes per call (pieces)
+ *   --background-sums  the MPI transport's background thread for overlapped
+ *                      sums also with every rank on one host
  *   --rank-init        Darknet's random initial weights seeded with the rank
  *                      (1 + rank), so that every rank builds different ones
  *   --nan-rank R --nan-step S   one input of rank R's step S (counted from
@@ -113,6 +115,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[i], "--ssp")) { ssp = 1; i--; continue; }
         if (!strcmp(argv[i], "--begin")) { begin = 1; i--; continue; }
         if (!strcmp(argv[i], "--rank-init")) { rank_init = 1; i--; continue; }
+        if (!strcmp(argv[i], "--background-sums")) { selsync_mpi_set_background_sums(1); i--; continue; }
         if (i + 1 >= argc) break;
         if (!strcmp(argv[i], "--init")) init = argv[i + 1];
         else if (!strcmp(argv[i], "--resume")) init = argv[i + 1], clear = 0;

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Usage: test_two_hosts.sh DARKNET SOURCE_DIR WORK_DIR
+# Usage: test_two_hosts.sh DARKNET SOURCE_DIR WORK_DIR TEST_COMM_MPI
 # A short SelSync training launched across two emulated hosts
 # (scripts/emulated-cluster.sh: a network namespace per host, veth links to
 # a bridge, shaped to 1 Gbit/s): mpirun starts in host 0 and launches its
@@ -7,10 +7,15 @@
 #  - the two ranks run in two different network namespaces, not this one;
 #  - training exits 0, both ranks log every step and agree on every decision;
 #  - host 1's link carried at least the bytes its rank reports as sent;
+#  - with a host each, the ranks' sums run over the ring's TCP links
+#    (SELSYNC_RING_LINKS=auto chose them over MPI), and the transport's
+#    checks (test_comm_mpi: every sum's bits) pass over them;
+#  - SELSYNC_RING_LINKS=tcp with an interface no host has stops the job at
+#    start on every rank, naming it;
 #  - removing the cluster ends what still runs in it and leaves nothing behind.
 # Exits 77 (skipped) only where network namespaces are not permitted.
 set -u
-darknet=$1 src=$2 work=$3
+darknet=$1 src=$2 work=$3 comm_test=$4
 rm -rf "$work"; mkdir -p "$work/backup"
 . "$src/tests/common/checks.sh"
 needs_namespaces "the emulated two-host launch is not tested"
@@ -47,6 +52,17 @@ check "the warm-up steps synchronised" '[ "$(rows "$work/m.0.tsv" | cut -f 8 | g
 sent=$(rows "$work/m.1.tsv" | awk -F'\t' '{ s += $10 } END { printf "%d", s }')
 echo "rank 1 reports $sent bytes sent; its link carried $((after - before)) bytes"
 check "the link carried what rank 1 sent" '[ "$sent" -gt 0 ] && [ $((after - before)) -ge "$sent" ]'
+check "the sums ran over the ring's TCP links" 'grep -q "; sums over TCP on eth0 (4 MiB sums: " "$work/train.out"'
+
+# the transport's own checks over the TCP links, then the links refused
+timeout 240 $cluster mpirun "$name" -np 2 "$comm_test" >"$work/comm.out" 2>&1
+check "the transport's checks pass over the TCP links" \
+    '[ $? -eq 0 ] && grep -q "^# 2 ranks; the ring.s links: TCP on eth0" "$work/comm.out" && grep -q "^[0-9]* passed, 0 failed" "$work/comm.out"'
+timeout 60 $cluster mpirun "$name" -np 2 -x SELSYNC_RING_LINKS=tcp -x SELSYNC_RING_IFNAME=nosuch0 \
+    "$darknet" classifier train "$work/fmnist.data" "$work/two.cfg" >"$work/refused.out" 2>&1
+rc=$?
+check "SELSYNC_RING_LINKS=tcp without the interface: refused at start on every rank" \
+    '[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c "SELSYNC_RING_LINKS=tcp: rank [01]: the ring.s TCP links could not be made: no interface .nosuch0. with an IPv4 address is up" "$work/refused.out")" -eq 2 ]'
 
 # removing the cluster ends a process still running in a host
 ip netns exec "$name-h1" sleep 300 &
