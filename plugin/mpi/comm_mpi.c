@@ -128,6 +128,7 @@ static struct {
 } bg = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
 
 static _Thread_local int on_bg_thread;
+static int draining; /* the caller's thread runs the deferred sums (no thread) */
 
 static mpi_ctx g = {
     .comm = MPI_COMM_NULL,
@@ -175,7 +176,7 @@ static selsync_status bg_idle(void);
  * is the op's). */
 static selsync_status check_live(void *ctx, const void *buf, size_t n, const char *op)
 {
-    selsync_status s = on_bg_thread ? SELSYNC_OK : bg_idle();
+    selsync_status s = on_bg_thread || draining ? SELSYNC_OK : bg_idle();
     if (s != SELSYNC_OK) return s;
     if (ctx != &g || !g.active) {
         set_error("%s: MPI communicator used while not active (after selsync_mpi_finalize?)", op);
@@ -1094,11 +1095,20 @@ static void *bg_main(void *arg)
     return NULL;
 }
 
-/* Waits until the background thread has nothing to do; its failure. */
+/* Waits until the background thread has nothing to do (without the
+ * thread: runs the deferred sums here, in order); their failure. */
 static selsync_status bg_idle(void)
 {
     selsync_status st;
-    if (!bg.started) return SELSYNC_OK;
+    if (!bg.started) {
+        draining = 1;
+        for (; bg.count; bg.count--) {
+            bg_sum job = bg.q[bg.head++];
+            if (bg.failed == SELSYNC_OK) bg.failed = comm_sum_f32v(&g, job.segs, job.nseg, job.scale);
+        }
+        draining = 0;
+        return bg.failed;
+    }
     pthread_mutex_lock(&bg.mu);
     while (bg.count || bg.busy) pthread_cond_wait(&bg.cv, &bg.mu);
     st = bg.failed;
@@ -1109,12 +1119,13 @@ static selsync_status bg_idle(void)
 /* Stops the background thread (after its queue). */
 static void bg_stop(void)
 {
-    if (!bg.started) return;
-    pthread_mutex_lock(&bg.mu);
-    bg.stop = 1;
-    pthread_cond_broadcast(&bg.cv);
-    pthread_mutex_unlock(&bg.mu);
-    pthread_join(bg.thread, NULL);
+    if (bg.started) {
+        pthread_mutex_lock(&bg.mu);
+        bg.stop = 1;
+        pthread_cond_broadcast(&bg.cv);
+        pthread_mutex_unlock(&bg.mu);
+        pthread_join(bg.thread, NULL);
+    }
     free(bg.q);
     bg.q = NULL;
     bg.cap = bg.head = bg.count = 0;
@@ -1122,17 +1133,17 @@ static void bg_stop(void)
     bg.failed = SELSYNC_OK;
 }
 
-/* Queues the sum (the segments checked here, on the caller's thread); runs
- * it at once where MPI allows one thread only, there is one rank, or every
- * rank shares one host: there a sum is the CPU's work (copies and adds in
- * shared memory), which a second thread would only take from the
- * computation beside it. */
+/* Queues the sum (the segments checked here, on the caller's thread) for
+ * the background thread; or, where MPI allows one thread only, there is
+ * one rank, or every rank shares one host, defers it to the next wait (or
+ * op) on this thread: on one host a sum is the CPU's work (copies and adds
+ * in shared memory), which a second thread, or sums between the layers of
+ * the backward pass, would only take from the computation. */
 static selsync_status comm_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
 {
     selsync_status s;
     int ok = ctx == &g && g.active && (segs || nseg == 0);
-    if (!bg.started && (!g.threads_ok || g.size == 1 || !g.background || (g.background < 0 && g.one_host)))
-        return comm_sum_f32v(ctx, segs, nseg, scale);
+    int deferred = !g.threads_ok || g.size == 1 || !g.background || (g.background < 0 && g.one_host);
     for (size_t k = 0; ok && k < nseg; k++) ok = segs[k].data || segs[k].count == 0;
     if (!ok) return check_segments(ctx, segs, nseg, "sum_f32v"); /* after the queue: the message */
     pthread_mutex_lock(&bg.mu);
@@ -1149,7 +1160,7 @@ static selsync_status comm_sum_f32v_start(void *ctx, const selsync_segment *segs
             bg.cap = cap;
         }
     }
-    if (s == SELSYNC_OK && !bg.started) {
+    if (s == SELSYNC_OK && !bg.started && !deferred) {
         int e = pthread_create(&bg.thread, NULL, bg_main, NULL);
         if (e != 0) {
             set_error("sum_f32v_start: pthread_create failed: %s", strerror(e));

@@ -16,7 +16,8 @@
  * MPI_THREAD_SERIALIZED (initialised elsewhere), with one rank, or when
  * every rank runs on one host (its sums are copies and adds in shared
  * memory: CPU work that a second thread would take from the computation),
- * sum_f32v_start runs the sum at once.
+ * there is no thread: the sums wait in the queue and run, in order, on the
+ * caller's thread at wait_sums or the next op.
  *
  * Collectives (all ranks call the same ops in the same order, with the same
  * counts and root):
@@ -198,8 +199,8 @@ selsync_mpi_sum_algorithm selsync_mpi_set_sum_algorithm(selsync_mpi_sum_algorith
 
 /* For tests: whether sum_f32v_start hands its sums to the background
  * thread: -1 (the default) unless every rank runs on one host, 0 never
- * (the sum runs at once), 1 always, also on one host. Returns the previous
- * mode. */
+ * (they wait for wait_sums), 1 always, also on one host. Returns the
+ * previous mode. */
 int selsync_mpi_set_background_sums(int mode);
 
 /* For tests: caps the bytes per MPI call of each collective (so chunk loops
