@@ -560,6 +560,14 @@ static void test_aggregate_grads_no_bn(void **state) { check_grads(*state, 0); }
 
 /* ---- gradient buckets and overlap ---- */
 
+/* The fixture's communicator: 2 ranks, background sums deferred to the wait. */
+static void use_async_mock(fx *f)
+{
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = 1;
+    f->comm = mock_as_comm(&f->mock);
+}
+
 /* One bsp step with 12-byte buckets (3 floats): from the last tensor, the
  * buckets are [gw3] (5 floats), [s1 gw1] (2 + 3), [gb0 gw0] (2 + 4).
  * async: the mock defers started sums to wait_sums; the layers are reported
@@ -609,9 +617,7 @@ static void test_buckets_cover_every_tensor_once(void **state)
 static void test_buckets_start_when_their_layers_are_ready(void **state)
 {
     fx *f = *state;
-    mock_init(&f->mock, 0, 2);
-    f->mock.async = 1;
-    f->comm = mock_as_comm(&f->mock);
+    use_async_mock(f);
     f->cfg.method = SELSYNC_METHOD_BSP;
     f->cfg.bucket_mb = 12e-6;
     make(f);
@@ -661,9 +667,7 @@ static void test_overlap_gives_the_same_bits(void **state)
 static void test_overlap_only_where_the_step_is_known_to_sync(void **state)
 {
     fx *f = *state;
-    mock_init(&f->mock, 0, 2);
-    f->mock.async = 1;
-    f->comm = mock_as_comm(&f->mock);
+    use_async_mock(f);
     f->cfg.aggregate = SELSYNC_AGGREGATE_GRADS;
     f->cfg.window = 2;
     f->cfg.warmup = 1;
@@ -681,9 +685,7 @@ static void test_overlap_only_where_the_step_is_known_to_sync(void **state)
     }
     selsync_destroy(f->e);
     f->e = NULL;
-    mock_init(&f->mock, 0, 2);
-    f->mock.async = 1;
-    f->comm = mock_as_comm(&f->mock);
+    use_async_mock(f);
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_BSP;
     f->cfg.on_nonfinite = SELSYNC_NONFINITE_SKIP;
@@ -699,10 +701,8 @@ static void test_overlap_only_where_the_step_is_known_to_sync(void **state)
 static void test_overlap_failure(void **state)
 {
     fx *f = *state;
-    mock_init(&f->mock, 0, 2);
-    f->mock.async = 1;
+    use_async_mock(f);
     f->mock.fail_sum_call = 1;
-    f->comm = mock_as_comm(&f->mock);
     f->cfg.method = SELSYNC_METHOD_BSP;
     make(f);
     for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
