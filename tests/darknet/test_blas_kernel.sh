@@ -69,7 +69,7 @@ if [ -n "$best" ]; then
     check "under mpirun: each rank loads OpenBLAS twice, the second time with $best" \
         '[ "$(grep -c "^Core: " "$work/mpi.out")" -eq 4 ] && [ "$(grep -c "^Core: $best$" "$work/mpi.out")" -ge 2 ]'
     check "under mpirun: rank 0 names the kernel once" \
-        '[ "$(grep -c "^selsync: .*; OpenBLAS $best (chosen from the CPU.s features; OpenBLAS detected Prescott)$" "$work/mpi.out")" -eq 1 ]'
+        '[ "$(grep -c "^selsync: .*; OpenBLAS $best (chosen from the CPU.s features; OpenBLAS detected Prescott); sums over MPI (ranks share a host)$" "$work/mpi.out")" -eq 1 ]'
     check "under mpirun: every rank's metrics file names it in its head" \
         'grep -q "^# OpenBLAS $best (chosen" "$work/m.0.tsv" && grep -q "^# OpenBLAS $best (chosen" "$work/m.1.tsv"'
 fi
