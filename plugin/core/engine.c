@@ -1058,7 +1058,11 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
     if (len < sizeof h)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is truncated (%zu bytes)", len);
     field(&pos, &h, sizeof h, 0);
-    if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0 || len != selsync_snapshot_size(e) ||
+    if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0)
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is in format '%.7s', written by another "
+                     "version of this program; this one reads '%s' (resume with the version that wrote it)",
+                     h.magic[7] == '\0' && memchr(h.magic, '\0', 7) == NULL ? h.magic : "unknown", snapshot_magic);
+    if (len != selsync_snapshot_size(e) ||
         h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
         h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "

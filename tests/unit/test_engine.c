@@ -1365,6 +1365,12 @@ static void test_restore_rejects(void **state)
     selsync_destroy(f->e);
     f->cfg.window = 25;
     make(f);
+    memcpy(saved, "SSENG02", 8); /* the previous format */
+    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_contains(selsync_engine_error(f->e), "in format 'SSENG02', written by another version of this program; "
+                                                "this one reads 'SSENG03'");
+    selsync_destroy(f->e);
+    make(f);
     step(f);
     assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_ESTATE); /* after a step */
     free(saved);
