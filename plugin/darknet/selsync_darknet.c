@@ -581,6 +581,7 @@ int darknet_plugin_init(int *argc, char ***argv)
     }
     if (selsync_mpi_init(argc, argv, &ad->comm, err, sizeof err)) {
         report(NULL, "%s", err);
+        selsync_mpi_finalize(); /* MPI may be up: every rank reports before any exits */
         free(ad);
         return EXIT_FAILURE;
     }

@@ -60,6 +60,7 @@ typedef struct mpi_ctx {
     MPI_Comm watch;      /* stall notices: a third duplicate */
     int rank, size;
     int active;          /* comm is live */
+    int unfinished;      /* init failed with MPI up: selsync_mpi_finalize finalises it */
     int own_init;        /* we called MPI_Init_thread */
     int atexit_done;     /* handler registered */
     int threads_ok;      /* MPI allows a second thread (MPI_THREAD_SERIALIZED or more) */
@@ -1461,10 +1462,10 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     g.seq = 0;
     g.step = -1;
     g.op = "a trial sum of the ring's links";
-    if ((st = ring_links(links)) != SELSYNC_OK) {
+    if ((st = ring_links(links)) != SELSYNC_OK) { /* every rank fails here: finalised after it reported */
         copy_err(err, errlen, g.last_error);
         g.active = 0;
-        release();
+        g.unfinished = 1;
         return st;
     }
     g.seq = 0;
@@ -1478,6 +1479,11 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
 
 void selsync_mpi_finalize(void)
 {
+    if (g.unfinished) {
+        g.unfinished = 0;
+        release();
+        return;
+    }
     if (!g.active) return;
     bg_stop();
     g.active = 0;

@@ -148,9 +148,12 @@
  * active returns the same communicator.
  * Returns SELSYNC_ECOMM (message in err) when MPI_Init_thread fails or
  * provides less than MPI_THREAD_FUNNELED; SELSYNC_ECONFIG when
- * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block", or
- * SELSYNC_STALL_WARN or SELSYNC_STALL_TIMEOUT anything but whole seconds
- * (checked before MPI is initialised);
+ * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block",
+ * SELSYNC_RING_LINKS none of auto, mpi, tcp, or SELSYNC_STALL_WARN or
+ * SELSYNC_STALL_TIMEOUT anything but whole seconds (checked before MPI is
+ * initialised);
+ * SELSYNC_ECOMM when SELSYNC_RING_LINKS=tcp and the links cannot be made
+ * (then call selsync_mpi_finalize after reporting it);
  * SELSYNC_EINVAL on NULL out.
  *
  * The atexit handler: if the process exits while the communicator is active
@@ -165,7 +168,10 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out,
                                 char *err, size_t errlen);
 
 /* Frees the communicator and finalises MPI if selsync_mpi_init initialised
- * it. Idempotent; a no-op when MPI was not used. Collective over all ranks
+ * it; also after an init that failed with MPI started (the ring's TCP links
+ * could not be made, on every rank), where the caller reports the error
+ * first and then calls this: being collective, it lets every rank report
+ * before any exits. Idempotent; a no-op when MPI was not used. Collective over all ranks
  * (MPI_Finalize). The communicator from selsync_mpi_init must not be used
  * afterwards (its ops then return SELSYNC_ESTATE). */
 void selsync_mpi_finalize(void);

@@ -776,6 +776,7 @@ int main(int argc, char **argv)
     selsync_status s = selsync_mpi_init(&argc, &argv, &C, err, sizeof err);
     if (s != SELSYNC_OK) {
         fprintf(stderr, "selsync_mpi_init: %s: %s\n", selsync_status_str(s), err);
+        selsync_mpi_finalize();
         return 1; /* mpirun ends the job: this rank exits non-zero */
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &g_rank);
