@@ -16,7 +16,8 @@
 #    rank 0's own thread waits in wait_sums);
 #  - a stall that ends (SIGCONT after the first warning) leaves the job to
 #    finish with exit status 0 and every step's results right;
-#  - invalid settings are refused at start with the variable's name.
+#  - invalid settings (also of SELSYNC_RING_LINKS) are refused at start
+#    with the variable's name.
 # Each job runs under `timeout 60`: 124 means it hung.
 set -u
 prog=$1 work=$2
@@ -134,6 +135,13 @@ for setting in SELSYNC_STALL_WARN=abc SELSYNC_STALL_TIMEOUT=-1 SELSYNC_STALL_WAR
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "$var=$val: expected whole seconds" "$log" && ok \
         || { cat "$log"; bad "$setting: exit status $rc, or no message naming it"; }
 done
+
+log=$work/links.log
+SELSYNC_RING_LINKS=fast timeout 60 ${MPIEXEC:-mpirun} --oversubscribe -np 2 -x SELSYNC_RING_LINKS "$prog" \
+    --stall-rank 1 --stall-in any --pid-file "$work/links.pid" >"$log" 2>&1
+rc=$?
+[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "SELSYNC_RING_LINKS=fast: expected auto, mpi or tcp" "$log" && ok \
+    || { cat "$log"; bad "SELSYNC_RING_LINKS=fast: exit status $rc, or no message naming it"; }
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
