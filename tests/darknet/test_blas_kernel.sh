@@ -60,6 +60,8 @@ check "a kernel name darknet does not know is kept" \
     '[ "$(echo $(cores unknown) | wc -w)" -eq 1 ] && grep -q "; OpenBLAS NextLake (detected)$" "$work/unknown.out"'
 
 # under mpirun: both ranks run again, train, and rank 0 names the kernel
+# (lines matched anywhere: mpirun may put one rank's line after another
+# rank's unfinished one, e.g. Darknet's layer number)
 fmnist_data
 { sed 's/^max_batches=.*/max_batches=5/' "$src/cfg/fmnist-tiny.cfg"; printf '\n[selsync]\nmethod=bsp\nlog=%s/m.%%r.tsv\n' "$work"; } >"$work/tiny.cfg"
 timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 2 -x LD_PRELOAD="$fake" -x FAKE_OPENBLAS_DETECTED=Prescott \
@@ -67,9 +69,9 @@ timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 2 -x LD_PRELOAD="$fake" -x FA
 check "under mpirun: training exits 0" '[ $? -eq 0 ]'
 if [ -n "$best" ]; then
     check "under mpirun: each rank loads OpenBLAS twice, the second time with $best" \
-        '[ "$(grep -c "^Core: " "$work/mpi.out")" -eq 4 ] && [ "$(grep -c "^Core: $best$" "$work/mpi.out")" -ge 2 ]'
+        '[ "$(grep -c "Core: " "$work/mpi.out")" -eq 4 ] && [ "$(grep -c "Core: $best$" "$work/mpi.out")" -ge 2 ]'
     check "under mpirun: rank 0 names the kernel once" \
-        '[ "$(grep -c "^selsync: .*; OpenBLAS $best (chosen from the CPU.s features; OpenBLAS detected Prescott); sums over MPI (ranks share a host)$" "$work/mpi.out")" -eq 1 ]'
+        '[ "$(grep -c "selsync: .*; OpenBLAS $best (chosen from the CPU.s features; OpenBLAS detected Prescott); sums over MPI (ranks share a host)$" "$work/mpi.out")" -eq 1 ]'
     check "under mpirun: every rank's metrics file names it in its head" \
         'grep -q "^# OpenBLAS $best (chosen" "$work/m.0.tsv" && grep -q "^# OpenBLAS $best (chosen" "$work/m.1.tsv"'
 fi
