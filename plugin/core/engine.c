@@ -631,7 +631,8 @@ static selsync_status transfer(selsync_engine *e, int member, int k, float scale
 
 /* The step begins (at its first selsync_layer_ready, else at
  * before_update): whether its buckets overlap the backward pass, decided
- * from what is known before it (top comment). */
+ * from what is known before it (top comment); the step's byte count starts
+ * and the transport learns the step. */
 static void open_step(selsync_engine *e)
 {
     int sure = e->cfg.method == SELSYNC_METHOD_BSP ||
@@ -651,6 +652,8 @@ static void open_step(selsync_engine *e)
     e->bucket_pos = e->nt;
     e->seg_used = e->bucket_n = 0;
     e->t_hooks = 0;
+    e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
 }
 
 /* Sums (overlapping: starts) the gradient buckets not summed yet this step,
@@ -721,11 +724,7 @@ selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
 
     if (!e || layer >= e->n_layers) return SELSYNC_EINVAL;
     if ((st = check(e, 0)) != SELSYNC_OK || e->ssp_server || e->ssp) return st;
-    if (!e->step_open) {
-        open_step(e);
-        e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
-        if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
-    }
+    if (!e->step_open) open_step(e);
     if (!e->overlapping || e->ready[layer]) return SELSYNC_OK;
     e->ready[layer] = 1;
     for (size_t i = 0; i < e->nt; i++)
@@ -744,11 +743,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     if ((st = check(e, 0)) != SELSYNC_OK) return st;
     if (e->ssp_server)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: rank 0 is the parameter server and does not train");
-    if (!e->step_open) {
-        open_step(e);
-        e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
-        if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
-    }
+    if (!e->step_open) open_step(e);
     memset(&e->cur, 0, sizeof e->cur);
     e->cur.step = e->step;
     e->cur.loss = loss;
@@ -808,12 +803,9 @@ selsync_status selsync_after_update(selsync_engine *e)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
-        size_t off = 0;
         for (size_t i = 0; i < e->nt; i++)
-            if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) {
-                memcpy(e->snap + off, e->t[i].grad, e->t[i].count * sizeof(float));
-                off += e->t[i].count;
-            }
+            if (e->t[i].kind == SELSYNC_TENSOR_TRAINED)
+                memcpy(e->snap + e->snap_off[i], e->t[i].grad, e->t[i].count * sizeof(float));
         e->cur.t_measure += selsync_now() - t0;
     }
     if (!e->ssp) e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
