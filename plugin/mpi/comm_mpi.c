@@ -271,11 +271,12 @@ static void describe_missing(char *out, size_t cap, int n, MPI_Request *req, con
         snprintf(out, cap, "%s", any_source ? "for any rank" : "for rank(s) unknown (every rank has entered it)");
 }
 
-/* Prints the warning, or with timed_out ends the job (does not return). */
-static void stall_report(int n, MPI_Request *req, const int *peer, double waited, int timed_out)
+/* Prints the warning that this rank has waited `waited` seconds in the
+ * current op for `missing` ("for rank(s) 1,3"), or with timed_out ends the
+ * job (does not return). */
+static void stall_say(const char *missing, double waited, int timed_out)
 {
-    char missing[256], step[48] = "", msg[512];
-    describe_missing(missing, sizeof missing, n, req, peer);
+    char step[48] = "", msg[512];
     int64_t at = __atomic_load_n(&g.step, __ATOMIC_RELAXED);
     if (at >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)at);
     if (!timed_out) {
@@ -288,6 +289,14 @@ static void stall_report(int n, MPI_Request *req, const int *peer, double waited
              "waited %lld s in %s%s %s: SELSYNC_STALL_TIMEOUT=%lld reached; aborting the job",
              (long long)waited, g.op, step, missing, (long long)g.stall_timeout);
     comm_abort(&g, STALL_EXIT_CODE, msg);
+}
+
+/* stall_say for a wait on n requests: names the ranks it waits for. */
+static void stall_report(int n, MPI_Request *req, const int *peer, double waited, int timed_out)
+{
+    char missing[256];
+    describe_missing(missing, sizeof missing, n, req, peer);
+    stall_say(missing, waited, timed_out);
 }
 
 /* MPI_Waitall when the watch is off; else polls: busy for up to
@@ -505,29 +514,44 @@ static float *at(size_t pos, size_t *run)
     return g.seg[lo].data + (pos - g.start[lo]);
 }
 
+/* The array's elements [off, off + n) as pieces g.iov[which][0 .. *count),
+ * each a run of one caller segment. */
+static selsync_status pieces(int which, size_t off, size_t n, int *count)
+{
+    size_t run, k = 0;
+    for (size_t d = 0; d < n; d += run, k++) at(off + d, &run);
+    selsync_status st = reserve((void **)&g.iov[which], &g.iov_cap[which], k ? k : 1, sizeof *g.iov[which]);
+    if (st != SELSYNC_OK) return st;
+    k = 0;
+    for (size_t d = 0; d < n; d += run, k++) {
+        float *q = at(off + d, &run);
+        if (run > n - d) run = n - d;
+        g.iov[which][k] = (struct iovec){q, run * sizeof(float)};
+    }
+    *count = (int)k;
+    return SELSYNC_OK;
+}
+
 /* Elements [off, off + n) of the array as an MPI buffer: the segment itself
  * when one holds them all, else MPI_BOTTOM and one element of a new
- * hindexed type over their pieces (*type, to be freed). */
+ * hindexed type over their pieces (*type, to be freed). Uses g.iov[0]. */
 static selsync_status view(size_t off, size_t n, void **buf, int *count, MPI_Datatype *type)
 {
-    size_t run, pieces = 0;
+    int k = 0;
+    selsync_status st = n ? pieces(0, off, n, &k) : SELSYNC_OK;
     *type = MPI_FLOAT;
     *count = (int)n;
-    *buf = n ? at(off, &run) : g.scratch;
-    if (n == 0 || run >= n) return SELSYNC_OK;
-    for (size_t d = 0; d < n; d += run, pieces++) at(off + d, &run);
+    *buf = n ? g.iov[0][0].iov_base : g.scratch;
+    if (st != SELSYNC_OK || k <= 1) return st;
     size_t cap = g.map_cap;
-    selsync_status st = reserve((void **)&g.len, &cap, pieces, sizeof *g.len);
-    if (st == SELSYNC_OK) st = reserve((void **)&g.disp, &g.map_cap, pieces, sizeof *g.disp);
+    st = reserve((void **)&g.len, &cap, (size_t)k, sizeof *g.len);
+    if (st == SELSYNC_OK) st = reserve((void **)&g.disp, &g.map_cap, (size_t)k, sizeof *g.disp);
     if (st != SELSYNC_OK) return st;
-    pieces = 0;
-    for (size_t d = 0; d < n; d += run, pieces++) {
-        float *p = at(off + d, &run);
-        if (run > n - d) run = n - d;
-        g.len[pieces] = (int)run;
-        MPI_Get_address(p, &g.disp[pieces]);
+    for (int i = 0; i < k; i++) {
+        g.len[i] = (int)(g.iov[0][i].iov_len / sizeof(float));
+        MPI_Get_address(g.iov[0][i].iov_base, &g.disp[i]);
     }
-    int rc = MPI_Type_create_hindexed((int)pieces, g.len, g.disp, MPI_FLOAT, type);
+    int rc = MPI_Type_create_hindexed(k, g.len, g.disp, MPI_FLOAT, type);
     if (rc == MPI_SUCCESS) rc = MPI_Type_commit(type);
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Type_create_hindexed", rc);
     *buf = MPI_BOTTOM;
@@ -619,45 +643,19 @@ static selsync_status ring_post(ring_msg *m, int phase, size_t o, size_t seg, si
     return e == MPI_SUCCESS ? SELSYNC_OK : mpi_fail("MPI_Isend/MPI_Irecv", e);
 }
 
-/* The array's elements [off, off + n) as pieces g.iov[which][0 .. *count),
- * each a run of one caller segment. */
-static selsync_status pieces(int which, size_t off, size_t n, int *count)
-{
-    size_t run, k = 0;
-    for (size_t d = 0; d < n; d += run, k++) at(off + d, &run);
-    selsync_status st = reserve((void **)&g.iov[which], &g.iov_cap[which], k ? k : 1, sizeof *g.iov[which]);
-    if (st != SELSYNC_OK) return st;
-    k = 0;
-    for (size_t d = 0; d < n; d += run, k++) {
-        float *q = at(off + d, &run);
-        if (run > n - d) run = n - d;
-        g.iov[which][k] = (struct iovec){q, run * sizeof(float)};
-    }
-    *count = (int)k;
-    return SELSYNC_OK;
-}
-
 /* The stall watch of a TCP transfer: the same warnings and timeout as
  * watched_waitall's, naming the left neighbour while data from it is
  * missing, else the right one. */
 static int tcp_tick(void *user, double waited, int receiving)
 {
     static double next_warn;
-    int peer = (g.rank + (receiving ? g.size - 1 : 1)) % g.size;
-    char msg[256], step[48] = "";
-    int64_t at = __atomic_load_n(&g.step, __ATOMIC_RELAXED);
+    char missing[48];
     (void)user;
-    if (at >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)at);
-    if (waited < 0.15) next_warn = g.stall_warn;
-    if (g.stall_timeout > 0 && waited >= g.stall_timeout) {
-        snprintf(msg, sizeof msg, "waited %lld s in %s%s for rank(s) %d: SELSYNC_STALL_TIMEOUT=%lld reached; "
-                 "aborting the job", (long long)waited, g.op, step, peer, (long long)g.stall_timeout);
-        comm_abort(&g, STALL_EXIT_CODE, msg);
-    }
+    snprintf(missing, sizeof missing, "for rank(s) %d", (g.rank + (receiving ? g.size - 1 : 1)) % g.size);
+    if (waited < 0.15) next_warn = g.stall_warn; /* a new transfer's first tick */
+    if (g.stall_timeout > 0 && waited >= g.stall_timeout) stall_say(missing, waited, 1);
     if (g.stall_warn > 0 && waited >= next_warn) {
-        fprintf(stderr, "selsync: rank %d: waiting %lld s in %s%s for rank(s) %d\n", g.rank, (long long)waited, g.op,
-                step, peer);
-        fflush(stderr);
+        stall_say(missing, waited, 0);
         while (next_warn <= waited) next_warn += g.stall_warn;
     }
     return 0;
