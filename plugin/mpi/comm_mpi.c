@@ -1278,9 +1278,11 @@ static double ring_trial(float *buf, size_t n)
  * mpi; tcp (an error when they cannot be made); auto (the default): TCP
  * when every rank has a host of its own and a 4 MiB trial sum is faster
  * over TCP than over MPI, else MPI. Collective. */
+enum { LINKS_MPI, LINKS_AUTO, LINKS_TCP };
 static selsync_status ring_links(const char *mode)
 {
-    int want = !mode || !*mode || !strcmp(mode, "auto") ? 1 : !strcmp(mode, "tcp") ? 2 : 0, lfd = -1, ok, all;
+    int want = !mode || !*mode || !strcmp(mode, "auto") ? LINKS_AUTO : !strcmp(mode, "tcp") ? LINKS_TCP : LINKS_MPI;
+    int lfd = -1, ok, all;
     char why[200] = "", ifn[16] = "";
     struct sockaddr_in me;
     MPI_Comm node;
@@ -1291,8 +1293,8 @@ static selsync_status ring_links(const char *mode)
         MPI_Comm_free(&node);
     }
     g.one_host = n == g.size;
-    if (want == 0 || g.size == 1) return SELSYNC_OK;
-    if (want == 1) {
+    if (want == LINKS_MPI || g.size == 1) return SELSYNC_OK;
+    if (want == LINKS_AUTO) {
         alone = n == 1;
         MPI_Allreduce(&alone, &all, 1, MPI_INT, MPI_LAND, g.comm);
         if (!all) {
@@ -1317,7 +1319,7 @@ static selsync_status ring_links(const char *mode)
     if (all) ok = tcp_accept(lfd, left, 30, &g.tcp_in, why, sizeof why) == 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, g.comm);
     if (lfd >= 0) close(lfd);
-    if (all && want == 1) { /* the faster of the two */
+    if (all && want == LINKS_AUTO) { /* the faster of the two */
         size_t n = (size_t)1 << 20;
         float *buf = calloc(n, sizeof *buf);
         int out = g.tcp_out;
@@ -1346,7 +1348,7 @@ static selsync_status ring_links(const char *mode)
     if (g.tcp_out >= 0) close(g.tcp_out);
     if (g.tcp_in >= 0) close(g.tcp_in);
     g.tcp_out = g.tcp_in = -1;
-    if (want == 2) {
+    if (want == LINKS_TCP) {
         set_error("SELSYNC_RING_LINKS=tcp: rank %d: the ring's TCP links could not be made: %s", g.rank,
                   ok ? "a link of another rank failed" : why);
         return SELSYNC_ECOMM;
