@@ -44,6 +44,17 @@
  *   metrics' t_transfer is then the exposed part: the time before_update
  *   waited. Other steps (decided after the backward pass) sum the same
  *   buckets in before_update.
+ * - Parameter averages in the background (aggregate = params, overlap = 1,
+ *   a communicator with sum_f32v_start; all ranks average). after_update
+ *   copies the params to average into one packed buffer and starts its sum;
+ *   the next step's forward and backward passes run meanwhile, on the
+ *   params the rank had. The next before_update waits and applies it: a
+ *   trained tensor takes the average (the host changes it only in its
+ *   update), a STAT tensor the average plus what that step's forward passes
+ *   added. So the average arrives one step late, under that step's own
+ *   update; replicas are equal to the update after every average and after
+ *   selsync_finish. Its bytes and waiting go into the next step's record;
+ *   consensus, snapshot and finish apply a pending average first.
  * - FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
  *   partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
  *   every rank; the members alone send (sum_f32v_among) and everybody
@@ -132,6 +143,14 @@ struct selsync_engine {
     size_t bucket_n;             /* elements in this step's buckets */
     uint64_t bucket_b0;          /* bytes_sent before this step's first bucket */
     double t_hooks;              /* seconds spent in layer_ready this step */
+    /* A parameter average overlapped with the next step (top comment). */
+    float *late;                 /* the averaged params, packed; sync_n floats, allocated on first use */
+    float *late_base;            /* the STAT tensors' values when it started (n_stat floats) */
+    uint8_t *late_layers;        /* per layer: in the average */
+    selsync_segment late_seg;    /* the one segment summed */
+    int late_pending;            /* started, not yet applied */
+    uint64_t late_b0;            /* bytes_sent before it started */
+    uint64_t late_carry;         /* its bytes, when applied between two steps */
     float *mean;                 /* selsync_consensus: n_params, allocated on first use */
     int resumed;                 /* restored: the metrics file is appended to */
     selsync_step cur, last;
@@ -320,10 +339,11 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     e->measured = calloc(e->nt, 1);
     e->snap_off = calloc(e->nt, sizeof *e->snap_off);
     e->ready = calloc(e->n_layers, 1);
+    e->late_layers = calloc(e->n_layers, 1);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
     e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
-        !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || (model->grad_keeps_residual && !e->snap && n_trained) ||
+        !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
         goto nomem;
     memcpy(e->t, model->tensors, e->nt * sizeof *e->t);
@@ -357,6 +377,7 @@ fail:
 void selsync_destroy(selsync_engine *e)
 {
     if (!e) return;
+    if (e->late_pending) e->comm.ops->wait_sums(e->comm.ctx); /* its buffer is freed below */
     write_header(e);
     if (e->log) fclose(e->log);
     free(e->t);
@@ -374,6 +395,9 @@ void selsync_destroy(selsync_engine *e)
     free(e->measured);
     free(e->snap_off);
     free(e->ready);
+    free(e->late);
+    free(e->late_base);
+    free(e->late_layers);
     free(e->snap);
     free(e->stats);
     free(e->mean);
@@ -652,7 +676,8 @@ static void open_step(selsync_engine *e)
     e->bucket_pos = e->nt;
     e->seg_used = e->bucket_n = 0;
     e->t_hooks = 0;
-    e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    e->bytes0 = e->late_pending ? e->late_b0 : e->comm.ops->bytes_sent(e->comm.ctx) - e->late_carry;
+    e->late_carry = 0;
     if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
 }
 
@@ -707,6 +732,81 @@ static selsync_status average_grads(selsync_engine *e, double *t)
     return SELSYNC_OK;
 }
 
+/* aggregate = params with overlap = 1: this step's average runs in the
+ * background while the next step computes (top comment). */
+static int averages_late(const selsync_engine *e)
+{
+    return e->cfg.overlap && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->n_members == e->world &&
+           e->comm.ops->sum_f32v_start && e->comm.ops->wait_sums;
+}
+
+/* Starts the average of the chosen layers' synced params: packed into
+ * e->late (the STAT tensors' values also kept in late_base) and summed in
+ * the background. */
+static selsync_status start_late(selsync_engine *e)
+{
+    size_t n = 0, ns = 0;
+    selsync_status st;
+    if (!e->late) {
+        e->late = malloc(e->sync_n * sizeof *e->late);
+        e->late_base = malloc((e->n_params - e->n_trained + 1) * sizeof *e->late_base);
+        if (!e->late || !e->late_base)
+            return EFAIL(e, SELSYNC_ENOMEM, "[selsync] out of memory for the parameter average in the background");
+    }
+    for (size_t i = 0; i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+        memcpy(e->late + n, x->param, x->count * sizeof(float));
+        n += x->count;
+        if (x->kind != SELSYNC_TENSOR_STAT) continue;
+        memcpy(e->late_base + ns, x->param, x->count * sizeof(float));
+        ns += x->count;
+    }
+    if (n == 0) return SELSYNC_OK;
+    memcpy(e->late_layers, e->chosen, e->n_layers);
+    e->late_seg = (selsync_segment){e->late, n};
+    e->late_b0 = e->comm.ops->bytes_sent(e->comm.ctx);
+    if ((st = e->comm.ops->sum_f32v_start(e->comm.ctx, &e->late_seg, 1, e->scale)) != SELSYNC_OK)
+        return comm_failed(e, st, "sum_f32v_start (parameters)", n);
+    e->late_pending = 1;
+    return SELSYNC_OK;
+}
+
+/* Waits for the average start_late began and applies it: a trained tensor
+ * takes the average (the host leaves it alone between its updates), a STAT
+ * tensor the average plus what the forward passes since changed in it.
+ * between: called between two steps (its bytes then go into the next
+ * step's record). Adds the time to *t. */
+static selsync_status apply_late(selsync_engine *e, int between, double *t)
+{
+    double t0 = selsync_now();
+    size_t n = 0, ns = 0, total = e->late_seg.count;
+    selsync_status st;
+    if (!e->late_pending) return SELSYNC_OK;
+    e->late_pending = 0;
+    if ((st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
+        return comm_failed(e, st, "sum_f32v (parameters, started after the previous update)", total);
+    uint64_t bytes = e->comm.ops->bytes_sent(e->comm.ctx) - e->late_b0;
+    if (total >= e->ratio_n) {
+        e->ratio = (double)bytes / ((double)total * sizeof(float));
+        e->ratio_n = total;
+    }
+    if (between) e->late_carry += bytes;
+    for (size_t i = 0; i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        if (!e->late_layers[x->layer] || !syncs(e, x)) continue;
+        if (x->kind == SELSYNC_TENSOR_STAT) {
+            for (size_t j = 0; j < x->count; j++) x->param[j] += e->late[n + j] - e->late_base[ns + j];
+            ns += x->count;
+        } else {
+            memcpy(x->param, e->late + n, x->count * sizeof(float));
+        }
+        n += x->count;
+    }
+    *t += selsync_now() - t0;
+    return SELSYNC_OK;
+}
+
 static selsync_status check(selsync_engine *e, int in_step)
 {
     if (e->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
@@ -751,8 +851,10 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->cur.inject_bytes = e->inject_next;
     e->inject_next = 0;
     e->cur.t_compute = t0 - e->t_mark - e->t_hooks;
+    if ((st = apply_late(e, 0, &e->cur.t_transfer)) != SELSYNC_OK) return st;
+    double t1 = selsync_now();
     int bad = measure(e);
-    e->cur.t_measure = selsync_now() - t0 + e->t_hooks;
+    e->cur.t_measure = selsync_now() - t1 + e->t_hooks;
     if (e->overlapping && (st = average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     if (bad == 2 || (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP))
         return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: %s (gradient's squared norm %g, "
@@ -799,7 +901,8 @@ selsync_status selsync_after_update(selsync_engine *e)
     e->in_step = 0;
     e->step_open = 0;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
-        (st = transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = averages_late(e) ? start_late(e)
+                               : transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
@@ -808,7 +911,8 @@ selsync_status selsync_after_update(selsync_engine *e)
                 memcpy(e->snap + e->snap_off[i], e->t[i].grad, e->t[i].count * sizeof(float));
         e->cur.t_measure += selsync_now() - t0;
     }
-    if (!e->ssp) e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
+    if (!e->ssp) /* a started average's bytes go into the next step's record */
+        e->cur.bytes_sent = (e->late_pending ? e->late_b0 : e->comm.ops->bytes_sent(e->comm.ctx)) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
         return st;
     keep_stats(e, 1);
@@ -842,7 +946,9 @@ selsync_status selsync_finish(selsync_engine *e)
     uint64_t b0;
 
     if (!e) return SELSYNC_EINVAL;
-    if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    if ((st = check(e, 0)) != SELSYNC_OK || (st = apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK) return st;
+    e->tot.bytes_sent += e->late_carry;
+    e->late_carry = 0;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     memset(e->chosen, 1, e->n_layers);
     if (e->cfg.method != SELSYNC_METHOD_SSP)
@@ -908,7 +1014,8 @@ const float *selsync_consensus(selsync_engine *e)
 {
     selsync_status st;
     size_t n = 0;
-    if (!e || check(e, 0) != SELSYNC_OK) return NULL;
+    double t_late = 0; /* evaluation time, outside the totals */
+    if (!e || check(e, 0) != SELSYNC_OK || apply_late(e, 1, &t_late) != SELSYNC_OK) return NULL;
     if (e->cfg.method == SELSYNC_METHOD_SSP) {
         EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: the server holds the model; no consensus to compute");
         return NULL;
@@ -994,8 +1101,11 @@ static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
 selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
 {
     selsync_status st;
+    double t_late = 0; /* checkpoint time, outside the totals */
     if (!e || !buf) return SELSYNC_EINVAL;
-    if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    if ((st = check(e, 0)) != SELSYNC_OK || (st = apply_late(e, 1, &t_late)) != SELSYNC_OK) return st;
+    e->tot.bytes_sent += e->late_carry; /* so that a restored run counts them alike */
+    e->late_carry = 0;
     if (len != selsync_snapshot_size(e))
         return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
                      selsync_snapshot_size(e));

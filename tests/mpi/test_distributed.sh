@@ -70,6 +70,30 @@ grep -q "^selsync: summary: gradients averaged in [0-9]* buckets of 0.0004 MB, 1
     "$work/log" && ok || bad "($np ranks) bsp overlap: the buckets did not start during the backward pass"
 grep -q "buckets of 0.0004 MB, 0.0% of them started during the backward pass (overlap = 0" "$work/log" \
     && ok || bad "($np ranks) bsp overlap=0: buckets started early"
+# --- selsync's parameter average in the background (overlap=1) ---------------
+# Applied one step late, so replicas differ between the averages but are
+# identical after the final one; the transport's background thread gives
+# the bits of the sums run on the caller's thread; a step's row holds the
+# bytes of the average sent during it (none in step 0).
+for b in bg fg; do
+    cfg 4 1 "delta=0
+window=5
+overlap=1
+log=$work/late$b.%r.tsv" >"$work/late$b.cfg"
+done
+run "$work/latebg.cfg" 12 "$work/latebg" --begin --background-sums --init "$work/init4.weights" \
+    || bad "($np ranks) selsync overlap=1 run failed"
+run "$work/latefg.cfg" 12 "$work/latefg" --begin --init "$work/init4.weights" \
+    || bad "($np ranks) selsync overlap=1 run without the thread failed"
+cmp -s "$work/latebg.0.hashes" "$work/latefg.0.hashes" && ok \
+    || bad "($np ranks) selsync overlap=1: the background thread changed the bits"
+same_hashes "$work/latebg" final && ok || bad "($np ranks) selsync overlap=1: replicas differ after the final average"
+same_hashes "$work/latebg" 5 && bad "($np ranks) selsync overlap=1: replicas equal after step 5 (average not late?)" || ok
+[ "$(column bytes_sent "$work/latebg.0.tsv" | head -2 | tr '\n' ' ')" != "0 0 " ] \
+    && [ "$(column bytes_sent "$work/latebg.0.tsv" | head -1)" = 0 ] && ok \
+    || bad "($np ranks) selsync overlap=1: step rows do not carry the average's bytes a step late"
+grep -q "aggregate=params overlap=1" "$work/log" && ok || bad "($np ranks) selsync overlap=1 not described"
+
 decisions_agree() { # PREFIX: the decision columns of all ranks are equal
     column decision "$1.0.tsv" >"$1.d0"
     r=1

@@ -687,6 +687,14 @@ static void test_overlap_keys(void **state)
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* selsync averages parameters by default */
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.overlap, 0);
+    selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
+    assert_contains(f->err, " aggregate=params overlap=0 sync_bn_stats=1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* the average in the background */
+    assert_int_equal(set(f, "overlap", "1", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 1);
+    selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
+    assert_contains(f->err, " aggregate=params overlap=1 sync_bn_stats=1");
 }
 
 static void test_overlap_needs_grads_and_stop(void **state)

@@ -713,6 +713,86 @@ static void test_overlap_failure(void **state)
     assert_int_equal(selsync_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL);
 }
 
+/* aggregate = params, overlap = 1: the average starts after the update,
+ * runs during the next step and is applied by its before_update (a STAT
+ * tensor keeps what that step's forward pass added); its bytes are the next
+ * step's; consensus and finish apply a pending one first. */
+static void test_parameter_average_one_step_late(void **state)
+{
+    fx *f = *state;
+    float r[N_ALL], host[N_ALL], got[N_ALL], cur[N_ALL];
+    selsync_totals tot;
+    use_async_mock(f);
+    f->mock.remote_scale = 0;
+    for (int i = 0; i < N_ALL; i++) r[i] = 0.5f * (float)i - 3.0f;
+    f->mock.remote = r;
+    f->mock.remote_n = N_ALL;
+    f->cfg.aggregate = SELSYNC_AGGREGATE_PARAMS;
+    f->cfg.overlap = 1;
+    f->cfg.line[SELSYNC_KEY_OVERLAP] = 9; /* as if set in the cfg */
+    f->cfg.warmup = 100;
+    make(f);
+    assert_int_equal(f->cfg.overlap, 1);
+    for (int s = 0; s < 3; s++) {
+        set_grads(0.25f);
+        snapshot(cur);
+        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+        assert_int_equal(f->mock.wait_calls, s); /* step s applies the average of step s - 1 */
+        assert_int_equal(f->mock.sum_calls, s);
+        snapshot(got);
+        for (int i = 0; s > 0 && i < N_ALL; i++) {
+            float avg = (host[i] + r[i]) * 0.5f;
+            float want = i == 9 || i == 10 ? cur[i] + (avg - host[i]) : avg;
+            if (got[i] != want) fail_msg("step %d, element %d: %.9g, expected %.9g", s, i, got[i], want);
+        }
+        for (int i = 0; i < N_TENSORS; i++) /* the host's update */
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) params[i][j] -= 0.1f * grads[i][j];
+        snapshot(host);
+        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+        assert_int_equal(f->mock.start_calls, s + 1);
+        snapshot(got);
+        assert_memory_equal(got, host, sizeof got); /* nothing applied yet */
+        assert_int_equal(selsync_last_step(f->e)->decision, SELSYNC_SYNC_STEP);
+        assert_int_equal(selsync_last_step(f->e)->bytes_sent, s == 0 ? 0 : 4 * N_ALL);
+        params[3][0] += 0.5f; /* the next forward pass moves a statistic */
+    }
+    assert_int_equal(f->mock.start_calls, 3);
+    snapshot(host);
+    assert_non_null(selsync_consensus(f->e)); /* applies the pending average first */
+    assert_int_equal(f->mock.wait_calls, 3);
+    snapshot(got);
+    for (int i = 0; i < N_ALL; i++)
+        if (i != 9 && i != 10 && got[i] != (host[i] + r[i]) * 0.5f) fail_msg("element %d", i);
+    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    assert_int_equal(f->mock.start_calls, 3);
+    selsync_get_totals(f->e, &tot);
+    assert_int_equal(tot.bytes_sent, 4 * (4 * N_ALL)); /* three averages and the final one, not the consensus */
+}
+
+/* Without a background sum, or with overlap = 0, the average is at once. */
+static void test_parameter_average_at_once(void **state)
+{
+    fx *f = *state;
+    use_async_mock(f);
+    f->cfg.aggregate = SELSYNC_AGGREGATE_PARAMS;
+    make(f);
+    assert_int_equal(f->cfg.overlap, 0); /* the default */
+    step(f);
+    assert_int_equal(f->mock.start_calls, 0);
+    assert_int_equal(f->mock.sum_calls, 1);
+    assert_int_equal(selsync_last_step(f->e)->bytes_sent, 4 * N_ALL);
+    selsync_destroy(f->e);
+    f->e = NULL;
+    mock_init(&f->mock, 0, 2); /* no sum_f32v_start */
+    f->comm = mock_as_comm(&f->mock);
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+    f->cfg.overlap = 1;
+    f->cfg.line[SELSYNC_KEY_OVERLAP] = 9;
+    make(f);
+    step(f);
+    assert_int_equal(f->mock.sum_calls, 1);
+}
+
 static void test_fedavg_members(void **state)
 {
     fx *f = *state;
@@ -1404,6 +1484,8 @@ int main(void)
         T(test_overlap_gives_the_same_bits),
         T(test_overlap_only_where_the_step_is_known_to_sync),
         T(test_overlap_failure),
+        T(test_parameter_average_one_step_late),
+        T(test_parameter_average_at_once),
         T(test_fedavg_members),
         T(test_fedavg_all_ranks),
         T(test_fedavg_members_only),

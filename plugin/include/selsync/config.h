@@ -91,7 +91,8 @@ typedef struct selsync_config {
     int max_local;                 /* a step after this many local ones synchronises; 0 = no bound */
     double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
     selsync_aggregate aggregate;
-    int overlap;                   /* 0/1: gradient sums overlap the backward pass (aggregate = grads) */
+    int overlap;                   /* 0/1: sums overlap computation: gradient buckets the backward pass
+                                      (aggregate = grads), a parameter average the next step (params) */
     double bucket_mb;              /* MB (10^6 bytes) of gradients per sum, > 0 */
     int sync_bn_stats;             /* 0/1: also average BN rolling statistics */
     int fedavg_interval;           /* steps between averages, >= 1 */

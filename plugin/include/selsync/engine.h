@@ -95,7 +95,10 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
 
 /* With aggregate=params, averages the parameters (and statistics when
  * sync_bn_stats) of the layers chosen in before_update; records the step.
- * Collective. */
+ * With overlap = 1 and a communicator with sum_f32v_start the average runs
+ * in the background instead and the next selsync_before_update applies it
+ * (engine.c's top comment): the host must then leave the trained params
+ * alone until that call. Collective. */
 selsync_status selsync_after_update(selsync_engine *e);
 
 /* Averages every tensor once (the final consensus model). Collective. */
