@@ -31,7 +31,10 @@ torch.set_num_threads(1)):
                  the backward pass
   bsp            darknet bsp, overlap=1 (the default): the buckets summed
                  while the backward pass goes on
-  selsync        darknet selsync, delta 0.3 (the cfg's [selsync] defaults)
+  selsync        darknet selsync, delta 0.3 (the cfg's [selsync] defaults:
+                 parameters averaged at once)
+  selsync-overlap  the same with overlap=1: each parameter average runs
+                 during the next step and is applied one step late
 The darknet runs start from the same initial weights (darknet partial).
 
 --transfer times the sums alone instead, on the same hosts, at 1, 4, 12
@@ -42,8 +45,9 @@ the rate a ring all-reduce's 2 (N-1)/N S bytes per rank give.
 
 Printed: per run the training time per step (evaluations left out), for
 darknet the communication the step waited for (exposed: the metrics'
-t_transfer) and, for bsp, the communication hidden behind the backward pass
-(bsp-after's exposed time minus bsp's), the final top-1, and the training
+t_transfer) and, for bsp and selsync-overlap, the communication hidden
+behind computation (the exposed time of the same run without overlap,
+bsp-after or selsync, minus its own), the final top-1, and the training
 time to the common accuracy (the lowest final top-1 of the runs) and to
 ddp's final top-1, each reached at an evaluation. Ratios are against ddp. Needs Debian's python3-torch.
 """
@@ -59,7 +63,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
 WORKER = os.path.join(ROOT, "scripts", "bench_ddp_worker.py")
 DARKNET_RUNS = [("bsp-after", "method=bsp\noverlap=0\n"), ("bsp", "method=bsp\n"),
-                ("selsync", "method=selsync\n")]
+                ("selsync", "method=selsync\n"), ("selsync-overlap", "method=selsync\noverlap=1\n")]
+HIDDEN_AGAINST = {"bsp": "bsp-after", "selsync-overlap": "selsync"}  # the same run without overlap
 
 
 def fail(msg):
@@ -280,12 +285,11 @@ def main():
                 if exposed is not None:
                     res[n]["exposed"].append(1000 * exposed)
                 res[n]["evals"] = evals
-                print("  round %d %-10s %7.1f ms/step, final top-1 %.4f" % (r + 1, n, res[n]["ms"][-1], evals[-1][1]),
+                print("  round %d %-15s %7.1f ms/step, final top-1 %.4f" % (r + 1, n, res[n]["ms"][-1], evals[-1][1]),
                       flush=True)
     target = min(res[n]["evals"][-1][1] for n in names)
     ddp_ms = statistics.median(res["ddp"]["ms"])
     ddp_tta = next(t for t, s in res["ddp"]["evals"] if s >= target)
-    after = statistics.median(res["bsp-after"]["exposed"])
     ddp_final = res["ddp"]["evals"][-1][1]
     print("\n| run | ms per step | vs ddp | communication exposed (ms) | hidden (ms) | final top-1 | "
           "time to %.4f (s) | vs ddp | time to ddp's %.4f (s) | vs ddp |" % (target, ddp_final))
@@ -293,7 +297,7 @@ def main():
     for n in names:
         ms = statistics.median(res[n]["ms"])
         exp = statistics.median(res[n]["exposed"]) if res[n]["exposed"] else None
-        hidden = after - exp if n == "bsp" else None
+        hidden = statistics.median(res[HIDDEN_AGAINST[n]]["exposed"]) - exp if n in HIDDEN_AGAINST else None
         tta = next(t for t, s in res[n]["evals"] if s >= target)
         ttd = next((t for t, s in res[n]["evals"] if s >= ddp_final), None)
         print("| %s | %.1f | %.2fx | %s | %s | %.4f | %.1f | %.2fx | %s | %s |"

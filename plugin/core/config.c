@@ -19,9 +19,6 @@
 #define ALL_METHODS (BIT(NMETHODS) - 1u)
 #define SELSYNC_ONLY BIT(SELSYNC_METHOD_SELSYNC)
 #define VALUE_SHOWN 120 /* longest value quoted in a message */
-/* overlap's default where parameters are averaged (aggregate = params): the
- * average applied one step late (docs/performance.md measures both). */
-#define OVERLAP_PARAMS_DEFAULT 0
 
 static const char *const method_names[NMETHODS] = {"selsync", "bsp", "fedavg", "ssp", "local"};
 static const char *const granularity_names[] = {"model", "layer"};
@@ -462,8 +459,12 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
                 "(aggregate = params); allowed: aggregate = grads, or remove the line", cfg->text[SELSYNC_KEY_BUCKET_MB]);
         return SELSYNC_ECONFIG;
     }
+    /* Where parameters are averaged, the average applied one step late is
+     * the default for selsync, whose averages are few, and not for bsp,
+     * which averages every step and learned less per step with it
+     * (docs/performance.md). */
     if (cfg->line[SELSYNC_KEY_OVERLAP] <= 0 && cfg->aggregate == SELSYNC_AGGREGATE_PARAMS)
-        cfg->overlap = OVERLAP_PARAMS_DEFAULT;
+        cfg->overlap = cfg->method == SELSYNC_METHOD_SELSYNC;
     if (cfg->overlap && cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP) {
         if (cfg->line[SELSYNC_KEY_OVERLAP] > 0) {
             head(&m, cfg, cfg->line[SELSYNC_KEY_OVERLAP]);

@@ -149,7 +149,6 @@ struct selsync_engine {
     uint8_t *late_layers;        /* per layer: in the average */
     selsync_segment late_seg;    /* the one segment summed */
     int late_pending;            /* started, not yet applied */
-    uint64_t late_b0;            /* bytes_sent before it started */
     uint64_t late_carry;         /* its bytes, when applied between two steps */
     float *mean;                 /* selsync_consensus: n_params, allocated on first use */
     int resumed;                 /* restored: the metrics file is appended to */
@@ -676,7 +675,7 @@ static void open_step(selsync_engine *e)
     e->bucket_pos = e->nt;
     e->seg_used = e->bucket_n = 0;
     e->t_hooks = 0;
-    e->bytes0 = e->late_pending ? e->late_b0 : e->comm.ops->bytes_sent(e->comm.ctx) - e->late_carry;
+    e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx) - e->late_carry;
     e->late_carry = 0;
     if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
 }
@@ -765,10 +764,10 @@ static selsync_status start_late(selsync_engine *e)
     if (n == 0) return SELSYNC_OK;
     memcpy(e->late_layers, e->chosen, e->n_layers);
     e->late_seg = (selsync_segment){e->late, n};
-    e->late_b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     if ((st = e->comm.ops->sum_f32v_start(e->comm.ctx, &e->late_seg, 1, e->scale)) != SELSYNC_OK)
         return comm_failed(e, st, "sum_f32v_start (parameters)", n);
     e->late_pending = 1;
+    e->tot.late_averages++;
     return SELSYNC_OK;
 }
 
@@ -784,9 +783,10 @@ static selsync_status apply_late(selsync_engine *e, int between, double *t)
     selsync_status st;
     if (!e->late_pending) return SELSYNC_OK;
     e->late_pending = 0;
+    uint64_t b0 = e->comm.ops->bytes_sent(e->comm.ctx); /* a started sum counts at its wait (comm.h) */
     if ((st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
         return comm_failed(e, st, "sum_f32v (parameters, started after the previous update)", total);
-    uint64_t bytes = e->comm.ops->bytes_sent(e->comm.ctx) - e->late_b0;
+    uint64_t bytes = e->comm.ops->bytes_sent(e->comm.ctx) - b0;
     if (total >= e->ratio_n) {
         e->ratio = (double)bytes / ((double)total * sizeof(float));
         e->ratio_n = total;
@@ -911,8 +911,8 @@ selsync_status selsync_after_update(selsync_engine *e)
                 memcpy(e->snap + e->snap_off[i], e->t[i].grad, e->t[i].count * sizeof(float));
         e->cur.t_measure += selsync_now() - t0;
     }
-    if (!e->ssp) /* a started average's bytes go into the next step's record */
-        e->cur.bytes_sent = (e->late_pending ? e->late_b0 : e->comm.ops->bytes_sent(e->comm.ctx)) - e->bytes0;
+    if (!e->ssp) /* a started average counts at its wait: in the next step's record */
+        e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
         return st;
     keep_stats(e, 1);
@@ -1073,7 +1073,7 @@ typedef struct snapshot_head {
     selsync_totals tot;
 } snapshot_head;
 
-static const char snapshot_magic[8] = "SSENG03";
+static const char snapshot_magic[8] = "SSENG04";
 
 size_t selsync_snapshot_size(const selsync_engine *e)
 {

@@ -698,6 +698,10 @@ static selsync_status summary(selsync_session *s, FILE *out)
                     "the backward pass (overlap = %d; transfer is the time the updates waited)\n",
                     (unsigned long long)t.buckets, s->cfg.bucket_mb, 100.0 * (double)t.buckets_early / (double)t.buckets,
                     s->cfg.overlap);
+        if (t.late_averages)
+            fprintf(out, "selsync: summary: %llu parameter averages ran while the next step computed and were applied "
+                    "one step late (overlap = 1; transfer is the time the next update waited)\n",
+                    (unsigned long long)t.late_averages);
     }
     if (virtual)
         fprintf(out, "selsync: summary: virtual time per %s: %.3f s (compute %.3f s, waiting for other ranks "

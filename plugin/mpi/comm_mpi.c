@@ -94,6 +94,7 @@ typedef struct mpi_ctx {
     size_t chunk_bytes;  /* cap on bytes per MPI call */
     selsync_mpi_sum_algorithm sum_alg;
     uint64_t bytes;      /* bytes_sent estimate */
+    uint64_t bytes_bg;   /* of the started sums, not yet waited for (count_bytes) */
     /* Stall watch (seconds, 0 = off) and what a message about a stall says. */
     double stall_warn, stall_timeout;
     int64_t step;        /* the caller's step, < 0 unknown */
@@ -143,6 +144,16 @@ static mpi_ctx g = {
     .tcp_in = -1,
     .background = -1,
 };
+
+/* Adds n bytes to bytes_sent. A started sum's bytes (the background
+ * thread's, or deferred ones run by another op's wait) are held apart until
+ * wait_sums, so that another op's bytes_sent difference (injection's
+ * broadcasts) never holds them and the engine finds them where it waits. */
+static void count_bytes(uint64_t n)
+{
+    if (on_bg_thread || draining) g.bytes_bg += n;
+    else g.bytes += n;
+}
 
 static void set_error(const char *fmt, ...)
 {
@@ -419,7 +430,7 @@ static selsync_status rs_ag_direct(float *buf, size_t n)
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Reduce_scatter_block", rc);
     rc = MPI_Allgather(g.scratch, (int)block, MPI_FLOAT, buf, (int)block, MPI_FLOAT, g.comm);
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allgather", rc);
-    g.bytes += ring_bytes(n, sizeof(float));
+    count_bytes(ring_bytes(n, sizeof(float)));
     return SELSYNC_OK;
 }
 
@@ -441,7 +452,7 @@ static selsync_status rs_ag_padded(float *buf, size_t n)
     rc = MPI_Allgather(mine, (int)block, MPI_FLOAT, all, (int)block, MPI_FLOAT, g.comm);
     if (rc != MPI_SUCCESS) return mpi_fail("MPI_Allgather", rc);
     memcpy(buf, all, n * sizeof(float));
-    g.bytes += ring_bytes(padded, sizeof(float));
+    count_bytes(ring_bytes(padded, sizeof(float)));
     return SELSYNC_OK;
 }
 
@@ -769,7 +780,7 @@ static selsync_status ring(const ring_plan *pl, float scale)
             }
         }
     }
-    g.bytes += sent;
+    count_bytes(sent);
     g.rot = 0;
     return st;
 }
@@ -859,7 +870,7 @@ static selsync_status hand_out(const int *members, size_t k, int me, size_t n)
                 e = MPI_Irecv(buf, count, g.out_type[i], g.out_peer[i], TAG_HAND_OUT, g.comm, &g.out_req[i]);
             } else if ((e = MPI_Isend(buf, count, g.out_type[i], g.out_peer[i], TAG_HAND_OUT, g.comm,
                                       &g.out_req[i])) == MPI_SUCCESS) {
-                g.bytes += cnt * sizeof(float);
+                count_bytes(cnt * sizeof(float));
             }
         }
         if (st == SELSYNC_OK)
@@ -919,7 +930,7 @@ static selsync_status allreduce_chunks(void *buf, size_t n, size_t esize, MPI_Da
             MPI_Iallreduce(MPI_IN_PLACE, (char *)buf + pos * esize, (int)cnt, type, op, g.comm, &rq), &rq,
             "MPI_Iallreduce");
         if (s != SELSYNC_OK) return s;
-        g.bytes += ring_bytes(cnt, esize);
+        count_bytes(ring_bytes(cnt, esize));
     }
     return SELSYNC_OK;
 }
@@ -970,7 +981,7 @@ static selsync_status comm_bcast(void *ctx, void *buf, size_t bytes, int root)
                             "MPI_Ibcast");
         if (s != SELSYNC_OK) return s;
     }
-    g.bytes += (uint64_t)binomial_children(root) * (uint64_t)bytes;
+    count_bytes((uint64_t)binomial_children(root) * (uint64_t)bytes);
     return SELSYNC_OK;
 }
 
@@ -1023,7 +1034,7 @@ static selsync_status comm_send(void *ctx, int dest, int tag, const void *buf, s
         if (s != SELSYNC_OK) return s;
         pos += n;
     } while (n == piece);
-    g.bytes += bytes;
+    count_bytes(bytes);
     return SELSYNC_OK;
 }
 
@@ -1179,7 +1190,10 @@ static selsync_status comm_sum_f32v_start(void *ctx, const selsync_segment *segs
 static selsync_status comm_wait_sums(void *ctx)
 {
     (void)ctx;
-    return bg_idle();
+    selsync_status st = bg_idle();
+    g.bytes += g.bytes_bg; /* the thread is idle: nobody else writes it now */
+    g.bytes_bg = 0;
+    return st;
 }
 
 static const selsync_comm_ops mpi_ops = {
@@ -1327,7 +1341,7 @@ static selsync_status ring_links(const char *mode)
         g.tcp_out = -1;
         t_mpi = buf ? ring_trial(buf, n) : 0;
         free(buf);
-        g.bytes = 0;
+        g.bytes = g.bytes_bg = 0;
         if (t_tcp < t_mpi) {
             g.tcp_out = out;
             snprintf(g.links, sizeof g.links, "TCP on %s (4 MiB sums: %.1f ms, over MPI %.1f ms)", ifn, 1e3 * t_tcp,
@@ -1458,7 +1472,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     }
     g.active = 1;
     g.aborting = 0;
-    g.bytes = 0;
+    g.bytes = g.bytes_bg = 0;
     g.seq = 0;
     g.step = -1;
     g.op = "a trial sum of the ring's links";

@@ -684,17 +684,26 @@ static void test_overlap_keys(void **state)
     assert_int_equal(set(f, "bucket_mb", "0", 6), SELSYNC_ECONFIG);
     assert_contains(f->err, "a real number in (0,1024]");
     assert_int_equal(set(f, "bucket_mb", "2048", 7), SELSYNC_ECONFIG);
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* selsync averages parameters by default */
-    assert_int_equal(finish(f), SELSYNC_OK);
-    assert_int_equal(f->cfg.overlap, 0);
-    selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
-    assert_contains(f->err, " aggregate=params overlap=0 sync_bn_stats=1");
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* the average in the background */
-    assert_int_equal(set(f, "overlap", "1", 3), SELSYNC_OK);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* selsync averages parameters by default, late */
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.overlap, 1);
     selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
     assert_contains(f->err, " aggregate=params overlap=1 sync_bn_stats=1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "overlap", "0", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 0);
+    selsync_config_describe(&f->cfg, 2, f->err, sizeof f->err);
+    assert_contains(f->err, " aggregate=params overlap=0 sync_bn_stats=1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* bsp averaging parameters: at once */
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "aggregate", "params", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 0);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1); /* methods without the key */
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.overlap, 0);
 }
 
 static void test_overlap_needs_grads_and_stop(void **state)

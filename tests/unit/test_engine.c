@@ -767,16 +767,18 @@ static void test_parameter_average_one_step_late(void **state)
     assert_int_equal(f->mock.start_calls, 3);
     selsync_get_totals(f->e, &tot);
     assert_int_equal(tot.bytes_sent, 4 * (4 * N_ALL)); /* three averages and the final one, not the consensus */
+    assert_int_equal(tot.late_averages, 3);
 }
 
-/* Without a background sum, or with overlap = 0, the average is at once. */
+/* With overlap = 0, or without a background sum, the average is at once. */
 static void test_parameter_average_at_once(void **state)
 {
     fx *f = *state;
     use_async_mock(f);
     f->cfg.aggregate = SELSYNC_AGGREGATE_PARAMS;
+    f->cfg.overlap = 0;
+    f->cfg.line[SELSYNC_KEY_OVERLAP] = 9;
     make(f);
-    assert_int_equal(f->cfg.overlap, 0); /* the default */
     step(f);
     assert_int_equal(f->mock.start_calls, 0);
     assert_int_equal(f->mock.sum_calls, 1);
@@ -1394,7 +1396,7 @@ static void test_restore_validates_fields(void **state)
     fx *f = *state;
     const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
                  at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
-                 at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8 + 2 * 8;
+                 at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8 + 3 * 8;
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
@@ -1445,10 +1447,10 @@ static void test_restore_rejects(void **state)
     selsync_destroy(f->e);
     f->cfg.window = 25;
     make(f);
-    memcpy(saved, "SSENG02", 8); /* the previous format */
+    memcpy(saved, "SSENG03", 8); /* the previous format */
     assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_EMISMATCH);
-    assert_contains(selsync_engine_error(f->e), "in format 'SSENG02', written by another version of this program; "
-                                                "this one reads 'SSENG03'");
+    assert_contains(selsync_engine_error(f->e), "in format 'SSENG03', written by another version of this program; "
+                                                "this one reads 'SSENG04'");
     selsync_destroy(f->e);
     make(f);
     step(f);

@@ -44,7 +44,9 @@ typedef struct selsync_comm_ops {
     selsync_status (*sum_f64)(void *ctx, double *buf, size_t n);
     /* Copies root's buf to every rank. */
     selsync_status (*bcast)(void *ctx, void *buf, size_t bytes, int root);
-    /* Bytes this rank has sent so far, payload only (for accounting). */
+    /* Bytes this rank has sent so far, payload only (for accounting). The
+     * bytes of sums started with sum_f32v_start count from the wait_sums
+     * that waits for them, whatever op waited first. */
     uint64_t (*bytes_sent)(void *ctx);
     /* Ends the whole job now with code, after printing message; does not
      * return in a real transport (a mock may record and return). */

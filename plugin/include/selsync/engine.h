@@ -62,6 +62,7 @@ typedef struct selsync_totals {
     double t_excluded;          /* not training: evaluation, checkpoints (selsync_exclude_time) */
     uint64_t buckets;           /* gradient sums (aggregate = grads), one per bucket */
     uint64_t buckets_early;     /* of those, started during the backward pass (overlap) */
+    uint64_t late_averages;     /* parameter averages applied one step late (aggregate = params, overlap) */
 } selsync_totals;
 
 typedef struct selsync_engine selsync_engine;
