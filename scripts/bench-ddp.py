@@ -31,10 +31,11 @@ torch.set_num_threads(1)):
                  the backward pass
   bsp            darknet bsp, overlap=1 (the default): the buckets summed
                  while the backward pass goes on
-  selsync        darknet selsync, delta 0.3 (the cfg's [selsync] defaults:
-                 parameters averaged at once)
-  selsync-overlap  the same with overlap=1: each parameter average runs
-                 during the next step and is applied one step late
+  selsync-now    darknet selsync, delta 0.3, overlap=0: parameters averaged
+                 at once
+  selsync        darknet selsync with the cfg's [selsync] defaults (delta
+                 0.3, overlap=1): each parameter average runs during the
+                 next step and is applied one step late
 The darknet runs start from the same initial weights (darknet partial).
 
 --transfer times the sums alone instead, on the same hosts, at 1, 4, 12
@@ -45,9 +46,9 @@ the rate a ring all-reduce's 2 (N-1)/N S bytes per rank give.
 
 Printed: per run the training time per step (evaluations left out), for
 darknet the communication the step waited for (exposed: the metrics'
-t_transfer) and, for bsp and selsync-overlap, the communication hidden
-behind computation (the exposed time of the same run without overlap,
-bsp-after or selsync, minus its own), the final top-1, and the training
+t_transfer) and, for bsp and selsync, the communication hidden behind
+computation (the exposed time of the same run without overlap, bsp-after
+or selsync-now, minus its own), the final top-1, and the training
 time to the common accuracy (the lowest final top-1 of the runs) and to
 ddp's final top-1, each reached at an evaluation. Ratios are against ddp. Needs Debian's python3-torch.
 """
@@ -63,8 +64,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
 WORKER = os.path.join(ROOT, "scripts", "bench_ddp_worker.py")
 DARKNET_RUNS = [("bsp-after", "method=bsp\noverlap=0\n"), ("bsp", "method=bsp\n"),
-                ("selsync", "method=selsync\n"), ("selsync-overlap", "method=selsync\noverlap=1\n")]
-HIDDEN_AGAINST = {"bsp": "bsp-after", "selsync-overlap": "selsync"}  # the same run without overlap
+                ("selsync-now", "method=selsync\noverlap=0\n"), ("selsync", "method=selsync\n")]
+HIDDEN_AGAINST = {"bsp": "bsp-after", "selsync": "selsync-now"}  # the same run without overlap
 
 
 def fail(msg):
