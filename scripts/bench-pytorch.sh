@@ -7,8 +7,8 @@
 # timed batches (more for small networks: about 2 s of the reference) after
 # one warm-up batch.
 # Also printed: the floating point operations of a training step per image
-# and the share of OpenBLAS's sgemm peak (bench_train --peak, the same
-# thread count) that Darknet (after) and PyTorch reach with them.
+# and the share of OpenBLAS's sgemm peak (bench_train --peak on one thread,
+# times the thread count) that Darknet (after) and PyTorch reach with them.
 # Usage: scripts/bench-pytorch.sh [BUILD_DIR] [STEPS] [ROUNDS]
 # Environment: BENCH_CFGS (default: upstream cifar.cfg at 28x28,
 # cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96),
@@ -45,11 +45,10 @@ esac
 core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
     | sed -n 's/^Core: //p' | tail -n 1 || true)
 
-# The anchor: OpenBLAS's sgemm peak (GFLOP/s) with each thread count.
-for t in $threads; do
-    OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/tests/bench_train" --peak 2 \
-        | sed -n 's/^\([0-9.]*\) GFLOP\/s.*/\1/p' >"$tmp/peak$t"
-done
+# The anchor: OpenBLAS's sgemm peak per thread (GFLOP/s on one thread); t
+# threads are held against t times it.
+peak1=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/tests/bench_train" --peak 2 \
+    | sed -n 's/^\([0-9.]*\) GFLOP\/s.*/\1/p')
 
 # best images/s of one command over the rounds (one figure per round in $1)
 best() { sort -n "$1" | tail -n 1; }
@@ -85,17 +84,17 @@ for cfg in $cfgs; do
                 "$tmp/$name.cfg" "$n" 1 "$t" | rate >>"$tmp/torch"
             r=$((r + 1))
         done
-        b=$(best "$tmp/ref") a=$(best "$tmp/opt") p=$(best "$tmp/torch") peak=$(cat "$tmp/peak$t")
+        b=$(best "$tmp/ref") a=$(best "$tmp/opt") p=$(best "$tmp/torch") peak=$(echo "$peak1 $t" | awk '{ print $1 * $2 }')
         printf '%-13s %5d %3d %9s %9s %9s %9.2fx %9.2fx %9.4f %7.1f%% %7.1f%%\n' "$name" "$batch" "$t" "$b" "$a" \
             "$p" "$(echo "$a $b" | awk '{ print $1 / $2 }')" "$(echo "$a $p" | awk '{ print $1 / $2 }')" "$gflop" \
             "$(echo "$a $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')" \
             "$(echo "$p $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')"
     done
 done
-printf '(sgemm peak, OpenBLAS on 1024x1024 matrices: %s GFLOP/s with %s thread(s);\n' \
-    "$(for t in $threads; do cat "$tmp/peak$t"; done | paste -sd/)" "$(echo $threads | tr ' ' /)"
+echo "(peak: OpenBLAS's sgemm on 1024x1024 matrices, one thread: $peak1 GFLOP/s, times the thread count;"
 echo " GFLOP/img: a training step's floating point operations per image, 2 per multiply-add of the conv and connected"
-echo " layers' forward pass, weight gradients and input gradients; %pk: images/s x GFLOP/img / the peak)"
+echo " layers' forward pass, weight gradients and input gradients, as im2col counts them (Winograd does fewer);"
+echo " %pk: images/s x GFLOP/img / the peak)"
 echo "(images/s, best of $rounds runs of at least $steps batches (about 2 s) after 1 warm-up; cifar at 28x28, yolo at 96x96;"
 echo " OpenBLAS kernel ${core:-?}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
      "PyTorch torch.set_num_threads)"
