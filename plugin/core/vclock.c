@@ -146,6 +146,9 @@ typedef struct vcomm {
     double mark;          /* cpu() when computation was last counted */
     selsync_vclock clock; /* up to mark */
     double *clocks;       /* size: the clocks of a collective */
+    double *started;      /* the background sums not yet waited for: start clock, bytes */
+    size_t n_started, cap_started;
+    double *start_clocks; /* cap_started x size: their start clocks on every rank */
     uint64_t hidden;      /* bytes of the clocks and message stamps */
     unsigned char *scratch;
     size_t scratch_cap;
@@ -331,9 +334,70 @@ static void v_step_begins(void *ctx, uint64_t step)
     if (v->inner.ops->step_begins) v->inner.ops->step_begins(v->inner.ctx, step);
 }
 
+/* A background sum: its start clock and bytes are noted (vclock.h); the
+ * transport sums in the background, or here and now where it cannot. */
+static selsync_status v_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    vcomm *v = ctx;
+    selsync_status st;
+    count_compute(v);
+    if (!v->held) {
+        if (v->n_started == v->cap_started) {
+            size_t cap = v->cap_started ? 2 * v->cap_started : 16;
+            double *a = realloc(v->started, 2 * cap * sizeof *a), *b = a ? realloc(v->start_clocks,
+                                                                                 cap * (size_t)v->size * sizeof *b) : NULL;
+            if (a) v->started = a;
+            if (!b) return SELSYNC_ENOMEM;
+            v->start_clocks = b;
+            v->cap_started = cap;
+        }
+        v->started[2 * v->n_started] = v->clock.now;
+        v->started[2 * v->n_started++ + 1] = 4.0 * count_of(segs, nseg);
+    }
+    st = v->inner.ops->sum_f32v_start ? v->inner.ops->sum_f32v_start(v->inner.ctx, segs, nseg, scale)
+                                      : v->inner.ops->sum_f32v(v->inner.ctx, segs, nseg, scale);
+    v->mark = v->cpu();
+    return st;
+}
+
+/* The background sums run one after another, each from the latest start
+ * clock of its participants or the end of the one before; the clock moves
+ * on to the last end where that is later: by the network where this rank's
+ * own starts would have ended then, by waiting for the others beyond. */
+static selsync_status v_wait_sums(void *ctx)
+{
+    vcomm *v = ctx;
+    size_t k = v->n_started, n = k * (size_t)v->size;
+    double all = 0, own = 0;
+    count_compute(v);
+    v->n_started = 0;
+    selsync_status st = v->inner.ops->wait_sums ? v->inner.ops->wait_sums(v->inner.ctx) : SELSYNC_OK;
+    if (st != SELSYNC_OK || v->held || k == 0) return settle(v, st, 0, 0);
+    uint64_t b0 = v->inner.ops->bytes_sent(v->inner.ctx);
+    memset(v->start_clocks, 0, n * sizeof *v->start_clocks);
+    for (size_t i = 0; i < k; i++) v->start_clocks[i * (size_t)v->size + (size_t)v->rank] = v->started[2 * i];
+    st = v->inner.ops->sum_f64(v->inner.ctx, v->start_clocks, n);
+    v->hidden += v->inner.ops->bytes_sent(v->inner.ctx) - b0;
+    for (size_t i = 0; i < k && st == SELSYNC_OK; i++) {
+        double latest = v->start_clocks[i * (size_t)v->size], cost = selsync_vnet_ring(&v->net, v->size, v->started[2 * i + 1]);
+        for (int r = 1; r < v->size; r++)
+            if (v->start_clocks[i * (size_t)v->size + (size_t)r] > latest) latest = v->start_clocks[i * (size_t)v->size + (size_t)r];
+        all = (latest > all ? latest : all) + cost;
+        own = (v->started[2 * i] > own ? v->started[2 * i] : own) + cost;
+    }
+    if (st == SELSYNC_OK && all > v->clock.now) {
+        double net = own > v->clock.now ? (own < all ? own : all) - v->clock.now : 0;
+        v->clock.network += net;
+        v->clock.wait += all - v->clock.now - net;
+        v->clock.now = all;
+    }
+    v->mark = v->cpu();
+    return st;
+}
+
 static const selsync_comm_ops virtual_ops = {
     "virtual time", v_rank, v_size, v_any, v_sum_f32, v_sum_f32v, v_sum_f64, v_bcast, v_bytes_sent, v_abort,
-    v_send, v_recv, v_last_error, v_step_begins, v_sum_f32v_among, NULL, NULL,
+    v_send, v_recv, v_last_error, v_step_begins, v_sum_f32v_among, v_sum_f32v_start, v_wait_sums,
 };
 
 selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net, double (*cpu)(void),
@@ -369,6 +433,8 @@ void selsync_comm_virtual_free(selsync_comm *c)
     if (!c || c->ops != &virtual_ops) return;
     vcomm *v = c->ctx;
     free(v->clocks);
+    free(v->started);
+    free(v->start_clocks);
     free(v->scratch);
     free(v);
     c->ops = NULL;

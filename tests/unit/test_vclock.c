@@ -1,7 +1,8 @@
 /* Unit tests for virtual time (plugin/core/vclock.c): the SELSYNC_VIRTUAL
  * parser, the network model's costs, and the clock's rules against the
  * scripted mock with a clock of computation the test sets: the latest
- * clock plus the cost of each collective, slow-down, point-to-point stamps
+ * clock plus the cost of each collective, background sums that overlap
+ * computation, slow-down, point-to-point stamps
  * and the queue of a receiver, holds, bytes, failures; with the real
  * thread CPU clock, a rank that sleeps adds no computation. */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
@@ -172,6 +173,51 @@ static void a_collective_takes_the_latest_clock_plus_its_cost(void **state)
     v = clock_of(&f->vc);
     assert_true(fabs(v.now - (3.25 + cost + selsync_vnet_ring(&gigabit, RANKS, 40))) < 1e-12);
     assert_true(v.wait == 2.0);
+}
+
+/* Background sums: computation goes on while they run; they run one after
+ * another, each from the latest start of its participants; wait_sums moves
+ * the clock on only by what was not hidden. */
+static void background_sums_overlap_computation(void **state)
+{
+    fx *f = *state;
+    float a[1000] = {0}, b[1000] = {0};
+    selsync_segment sa = {a, 1000}, sb = {b, 1000};
+    double cost = selsync_vnet_ring(&gigabit, RANKS, 4000);
+    selsync_vclock v0 = clock_of(&f->vc), v;
+    /* hidden: 1 s of computation after the start, the others started earlier */
+    assert_int_equal(f->vc.ops->sum_f32v_start(f->vc.ctx, &sa, 1, 0.25f), SELSYNC_OK);
+    assert_int_equal(f->mock.sum_calls, 1); /* the mock sums at once; the clock does not move */
+    assert_true(clock_of(&f->vc).now == v0.now);
+    fake_cpu += 1.0;
+    assert_int_equal(f->vc.ops->wait_sums(f->vc.ctx), SELSYNC_OK);
+    v = clock_of(&f->vc);
+    assert_true(v.now == v0.now + 1.0 && v.network == v0.network && v.wait == v0.wait);
+    assert_int_equal(f->mock.f64_calls, 1); /* the start clocks, at the wait */
+    /* two sums back to back, 1e-4 s of computation: the rest of both is exposed */
+    v0 = v;
+    assert_int_equal(f->vc.ops->sum_f32v_start(f->vc.ctx, &sa, 1, 0.25f), SELSYNC_OK);
+    assert_int_equal(f->vc.ops->sum_f32v_start(f->vc.ctx, &sb, 1, 0.25f), SELSYNC_OK);
+    fake_cpu += 1e-4;
+    assert_int_equal(f->vc.ops->wait_sums(f->vc.ctx), SELSYNC_OK);
+    v = clock_of(&f->vc);
+    assert_true(fabs(v.now - (v0.now + 2 * cost)) < 1e-12);
+    assert_true(fabs(v.network - (v0.network + 2 * cost - 1e-4)) < 1e-12 && v.wait == v0.wait);
+    /* rank 2 starts the second sum 0.5 s later: this rank waits for it */
+    v0 = v;
+    memset(f->remote, 0, sizeof f->remote);
+    f->remote[RANKS + 2] = v0.now + 0.5;
+    assert_int_equal(f->vc.ops->sum_f32v_start(f->vc.ctx, &sa, 1, 0.25f), SELSYNC_OK);
+    assert_int_equal(f->vc.ops->sum_f32v_start(f->vc.ctx, &sb, 1, 0.25f), SELSYNC_OK);
+    fake_cpu += 0.2;
+    assert_int_equal(f->vc.ops->wait_sums(f->vc.ctx), SELSYNC_OK);
+    v = clock_of(&f->vc);
+    assert_true(fabs(v.now - (v0.now + 0.5 + cost)) < 1e-12);
+    assert_true(v.network == v0.network); /* its own two sums would have ended within the 0.2 s */
+    assert_true(fabs(v.wait - (v0.wait + 0.3 + cost)) < 1e-12);
+    /* a wait with nothing started exchanges nothing */
+    assert_int_equal(f->vc.ops->wait_sums(f->vc.ctx), SELSYNC_OK);
+    assert_int_equal(f->mock.f64_calls, 3);
 }
 
 static void each_collective_has_its_cost(void **state)
@@ -392,6 +438,7 @@ int main(void)
         cmocka_unit_test(the_clock_starts_held_at_zero),
         cmocka_unit_test_setup_teardown(a_collective_takes_the_latest_clock_plus_its_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(each_collective_has_its_cost, setup, teardown),
+        cmocka_unit_test_setup_teardown(background_sums_overlap_computation, setup, teardown),
         cmocka_unit_test(a_slow_rank_computes_longer),
         cmocka_unit_test(time_inside_a_collective_is_not_computation),
         cmocka_unit_test_setup_teardown(holding_stops_the_clock, setup, teardown),

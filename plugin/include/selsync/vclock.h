@@ -9,11 +9,17 @@
  *    clocks, plus the modelled cost of the collective on the network;
  *  - a point-to-point message leaves when its sender's clock says and
  *    occupies the sender's and then the receiver's link (a receiver that
- *    takes messages one by one, such as the SSP server, queues them).
+ *    takes messages one by one, such as the SSP server, queues them);
+ *  - a sum started in the background (sum_f32v_start) begins at the
+ *    latest of its participants' clocks at its start, or when the sum
+ *    started before it ends, and costs a ring sum; computation goes on
+ *    meanwhile, and wait_sums moves the clock on to the end of the last
+ *    one only if that is later (the communication not hidden).
  * Held (selsync_virtual_hold), the clock stands still: evaluations and
  * checkpoints are no one's training.
  *
- * The clocks travel beside each collective in one sum of N doubles, which
+ * The clocks travel beside each collective in one sum of N doubles (for
+ * the background sums, one of N doubles per sum at wait_sums), which
  * neither the clock nor bytes_sent counts. */
 #ifndef SELSYNC_VCLOCK_H
 #define SELSYNC_VCLOCK_H
