@@ -16,9 +16,11 @@ warm-up), so more ranks see more images in the same steps (weak scaling).
 Printed and written (RESULTS/<date>-scaling-<suite>-<rate>/scaling.md,
 scaling.tsv, scaling.png; the comparisons under runs/): per rank count and
 method the images trained, the virtual training time, images/s, the final
-held-out score, and the virtual time to the common score: the lowest final
-score of all the runs, so that every run reaches it (at an evaluation or at
-the end).
+held-out score, the virtual time to the common score (the lowest final
+score of all the runs, so that every run reaches it, at an evaluation or at
+the end), the share of synchronised steps, and the distribution of the
+change Δ after SelSync's warm-up (rank 0's metrics; the steps of a run
+without a warm-up count from step 25 alike).
 
 --quick: 2 and 4 ranks, compare-methods' quick budget (4 steps, batch 8):
 the test of the script, not a measurement.
@@ -32,6 +34,12 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
+WARMUP = 25  # [selsync] warmup's default: Δ after it is what decides
+
+
+def quantile(xs, q):
+    """The q-quantile of the sorted xs (nearest rank); None when empty."""
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
 
 
 def fail(msg):
@@ -99,10 +107,25 @@ def read_results(a, ranks, folder):
             curve = [(float(w[1]), float(w[2])) for w in (line.split() for line in f) if len(w) == 3]
         with open(os.path.join(folder, "runs", a.suite, "virtual-%s" % m, "run.cfg")) as f:
             batch = next(int(line.split("=")[1]) for line in f if line.replace(" ", "").startswith("batch="))
+        changes, decisions = [], []
+        with open(os.path.join(folder, "runs", a.suite, "virtual-%s" % m, "metrics.0.tsv")) as f:
+            cols = None
+            for line in f:
+                w = line.rstrip("\n").split("\t")
+                if line.startswith("#"):
+                    continue
+                if cols is None:
+                    cols = w
+                    continue
+                row = dict(zip(cols, w))
+                decisions.append(row["decision"])
+                if int(row["step"]) >= WARMUP and row["change"] not in ("inf", "nan"):
+                    changes.append(float(row["change"]))
         r = rows[m]
         steps = int(r["steps"])
         out[m] = {"ranks": ranks, "steps": steps, "images": ranks * steps * batch,
-                  "time": float(r["training_s"]), "final": float(r["final"]), "curve": curve}
+                  "time": float(r["training_s"]), "final": float(r["final"]), "curve": curve,
+                  "synced": decisions.count("sync") / max(1, len(decisions)), "changes": sorted(changes)}
     return out
 
 
@@ -154,7 +177,8 @@ def main():
         r["to_target"] = next(t for t, s in r["curve"] if s >= target)
     bsp = {r["ranks"]: r["to_target"] for r in rows if r["method"] == "bsp"}
     lines = ["| ranks | method | steps | images | virtual training time (s) | images/s | final | "
-             "time to %.4f (s) | vs bsp |" % target, "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "time to %.4f (s) | vs bsp | synchronised | Δ after warm-up: median, 90th percentile |" % target,
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     with open(os.path.join(out, "scaling.tsv"), "w") as f:
         f.write("ranks\tmethod\tsteps\timages\ttraining_s\timages_per_s\tfinal\ttime_to_target_s\n")
         for r in rows:
@@ -162,9 +186,11 @@ def main():
                                                                 r["time"], r["images"] / r["time"], r["final"],
                                                                 r["to_target"]))
             vs = "%.2fx" % (bsp[r["ranks"]] / r["to_target"]) if r["ranks"] in bsp else "-"
-            lines.append("| %d | %s | %d | %d | %.1f | %.0f | %.4f | %.1f | %s |"
+            med, p90 = quantile(r["changes"], 0.5), quantile(r["changes"], 0.9)
+            lines.append("| %d | %s | %d | %d | %.1f | %.0f | %.4f | %.1f | %s | %.0f%% | %s |"
                          % (r["ranks"], r["method"], r["steps"], r["images"], r["time"], r["images"] / r["time"],
-                            r["final"], r["to_target"], vs))
+                            r["final"], r["to_target"], vs, 100 * r["synced"],
+                            "%.3g, %.3g" % (med, p90) if med is not None else "-"))
     plot(out, rows, a.methods, target)
     text = "\n".join(lines)
     with open(os.path.join(out, "scaling.md"), "w") as f:
