@@ -5,13 +5,16 @@ plot.
 
 Usage: scripts/scaling.py [--ranks 4,8,16,32] [--methods bsp,selsync-0.3]
            [--suite wide] [--steps S] [--batch B] [--eval-every K]
-           [--bandwidth RATE] [--jobs J] [--quick] [--results DIR]
+           [--lr-rule cfg|linear] [--bandwidth RATE] [--jobs J] [--quick]
+           [--results DIR]
 
 Every rank count runs scripts/compare-methods.py --virtual (each rank a
 machine of its own on the modelled network, whatever the cores here) with
-the same per-rank batch, step budget and learning-rate rule (linear: the
-global batch grows with the ranks, and the learning rate with it, after a
-warm-up), so more ranks see more images in the same steps (weak scaling).
+the same per-rank batch, step budget and learning-rate rule (cfg, the
+default: the cfg's rate at every global batch; linear: the rate grows with
+the global batch, after a warm-up), so more ranks see more images in the
+same steps (weak scaling). A run that diverged gets a row saying so and
+stays out of the common score and the plot.
 
 Printed and written (RESULTS/<date>-scaling-<suite>-<rate>/scaling.md,
 scaling.tsv, scaling.png; the comparisons under runs/): per rank count and
@@ -55,6 +58,8 @@ def options():
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=16, help="images per rank and step")
     ap.add_argument("--eval-every", type=int, help="held-out evaluation every K steps (default steps/4)")
+    ap.add_argument("--lr-rule", choices=("cfg", "linear"), default="cfg",
+                    help="compare-methods' learning-rate rule (default cfg: the cfg's rate at every global batch)")
     ap.add_argument("--bandwidth", default="1gbit")
     ap.add_argument("--jobs", type=int, default=1, help="runs at the same time within a rank count")
     ap.add_argument("--quick", action="store_true")
@@ -77,7 +82,7 @@ def compare(a, ranks, runs_dir):
     cmd = [sys.executable, COMPARE, "--virtual", "--ranks", str(ranks), "--suites", a.suite,
            "--methods", ",".join(a.methods), "--bandwidth", a.bandwidth, "--jobs", str(a.jobs),
            "--results", runs_dir]
-    cmd += ["--quick"] if a.quick else ["--steps", str(a.steps), "--batch", str(a.batch), "--lr-rule", "linear",
+    cmd += ["--quick"] if a.quick else ["--steps", str(a.steps), "--batch", str(a.batch), "--lr-rule", a.lr_rule,
                                         "--eval-every", str(a.eval_every or max(1, a.steps // 4))]
     log = os.path.join(runs_dir, "%dranks.log" % ranks)
     with open(log, "w") as f:
@@ -103,6 +108,9 @@ def read_results(a, ranks, folder):
     for m in a.methods:
         if m not in rows:
             fail("%s has no %s run on %s" % (folder, m, a.suite))
+        if rows[m]["final"].startswith("diverged"):
+            out[m] = {"ranks": ranks, "diverged": rows[m]["final"]}
+            continue
         with open(os.path.join(folder, "plots", "acc-%s-virtual-%s.dat" % (a.suite, m))) as f:
             curve = [(float(w[1]), float(w[2])) for w in (line.split() for line in f) if len(w) == 3]
         with open(os.path.join(folder, "runs", a.suite, "virtual-%s" % m, "run.cfg")) as f:
@@ -172,16 +180,22 @@ def main():
         for m in a.methods:
             rows.append(dict(res[m], method=m))
         print("  %d ranks done in %.0f s" % (n, time.time() - t0), flush=True)
-    target = min(r["final"] for r in rows)
-    for r in rows:  # the first evaluation at or above the target (the last point is the final model)
+    done = [r for r in rows if "diverged" not in r]
+    if not done:
+        fail("every run diverged; see the comparisons in %s" % os.path.join(out, "runs"))
+    target = min(r["final"] for r in done)
+    for r in done:  # the first evaluation at or above the target (the last point is the final model)
         r["to_target"] = next(t for t, s in r["curve"] if s >= target)
-    bsp = {r["ranks"]: r["to_target"] for r in rows if r["method"] == "bsp"}
+    bsp = {r["ranks"]: r["to_target"] for r in done if r["method"] == "bsp"}
     lines = ["| ranks | method | steps | images | virtual training time (s) | images/s | final | "
              "time to %.4f (s) | vs bsp | synchronised | Δ after warm-up: median, 90th percentile |" % target,
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     with open(os.path.join(out, "scaling.tsv"), "w") as f:
         f.write("ranks\tmethod\tsteps\timages\ttraining_s\timages_per_s\tfinal\ttime_to_target_s\n")
         for r in rows:
+            if "diverged" in r:
+                lines.append("| %d | %s | %s | | | | | | | | |" % (r["ranks"], r["method"], r["diverged"]))
+                continue
             f.write("%d\t%s\t%d\t%d\t%.3f\t%.1f\t%.4f\t%.3f\n" % (r["ranks"], r["method"], r["steps"], r["images"],
                                                                 r["time"], r["images"] / r["time"], r["final"],
                                                                 r["to_target"]))
@@ -191,7 +205,7 @@ def main():
                          % (r["ranks"], r["method"], r["steps"], r["images"], r["time"], r["images"] / r["time"],
                             r["final"], r["to_target"], vs, 100 * r["synced"],
                             "%.3g, %.3g" % (med, p90) if med is not None else "-"))
-    plot(out, rows, a.methods, target)
+    plot(out, done, a.methods, target)
     text = "\n".join(lines)
     with open(os.path.join(out, "scaling.md"), "w") as f:
         f.write("# Scaling in virtual time\n\n`%s` (%.0f s)\n\n%s\n\nvs bsp: BSP's time to the score over this "
