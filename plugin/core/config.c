@@ -474,7 +474,7 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
         }
         cfg->overlap = 0;
     }
-    if (cfg->method != SELSYNC_METHOD_SELSYNC && cfg->method != SELSYNC_METHOD_BSP) cfg->overlap = 0;
+    if (!(keys[SELSYNC_KEY_OVERLAP].methods & BIT(cfg->method))) cfg->overlap = 0;
     return SELSYNC_OK;
 }
 
@@ -540,7 +540,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);
     PUT(" aggregate=%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params");
-    if (c->method == SELSYNC_METHOD_SELSYNC || c->method == SELSYNC_METHOD_BSP) PUT(" overlap=%d", c->overlap);
+    if (keys[SELSYNC_KEY_OVERLAP].methods & BIT(c->method)) PUT(" overlap=%d", c->overlap);
     if (c->aggregate == SELSYNC_AGGREGATE_GRADS) PUT(" bucket_mb=%g", c->bucket_mb);
     PUT(" sync_bn_stats=%d seed=%llu; %d process%s",
         c->sync_bn_stats, (unsigned long long)c->seed, world, world == 1 ? "" : "es");

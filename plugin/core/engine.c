@@ -616,6 +616,16 @@ static selsync_status decide(selsync_engine *e, int bad)
     return SELSYNC_OK;
 }
 
+/* A transfer of n floats (n > 0) over all ranks sent `bytes`: the bytes per
+ * payload byte, kept from the largest transfer so far (a full one once
+ * there was one; top comment, Accounting). */
+static void learn_ratio(selsync_engine *e, uint64_t bytes, size_t n)
+{
+    if (n < e->ratio_n) return;
+    e->ratio = (double)bytes / ((double)n * sizeof(float));
+    e->ratio_n = n;
+}
+
 /* Sums the params of the trained tensors, and of the STAT tensors when
  * sync_bn_stats, of the chosen layers in place, times
  * scale, over the k ranks e->perm[0 .. k) when k < world (member: this
@@ -644,10 +654,7 @@ static selsync_status transfer(selsync_engine *e, int member, int k, float scale
     st = among ? e->comm.ops->sum_f32v_among(e->comm.ctx, e->seg, ns, scale, e->perm, k)
                : e->comm.ops->sum_f32v(e->comm.ctx, e->seg, ns, scale);
     if (st != SELSYNC_OK) return comm_failed(e, st, among ? "sum_f32v_among" : "sum_f32v", n);
-    if (!among && n >= e->ratio_n) { /* the largest transfer over all ranks: a full one once there was one */
-        e->ratio = (double)(e->comm.ops->bytes_sent(e->comm.ctx) - b0) / ((double)n * sizeof(float));
-        e->ratio_n = n;
-    }
+    if (!among) learn_ratio(e, e->comm.ops->bytes_sent(e->comm.ctx) - b0, n);
     *t += selsync_now() - t0;
     return SELSYNC_OK;
 }
@@ -723,10 +730,7 @@ static selsync_status average_grads(selsync_engine *e, double *t)
     if (st == SELSYNC_OK && e->overlapping && (st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
         return comm_failed(e, st, "sum_f32v (started during the backward pass)", e->bucket_n);
     if (st != SELSYNC_OK) return st;
-    if (e->bucket_n >= e->ratio_n && e->bucket_n) {
-        e->ratio = (double)(e->comm.ops->bytes_sent(e->comm.ctx) - e->bucket_b0) / ((double)e->bucket_n * sizeof(float));
-        e->ratio_n = e->bucket_n;
-    }
+    if (e->bucket_n) learn_ratio(e, e->comm.ops->bytes_sent(e->comm.ctx) - e->bucket_b0, e->bucket_n);
     *t += selsync_now() - t0;
     return SELSYNC_OK;
 }
@@ -787,10 +791,7 @@ static selsync_status apply_late(selsync_engine *e, int between, double *t)
     if ((st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
         return comm_failed(e, st, "sum_f32v (parameters, started after the previous update)", total);
     uint64_t bytes = e->comm.ops->bytes_sent(e->comm.ctx) - b0;
-    if (total >= e->ratio_n) {
-        e->ratio = (double)bytes / ((double)total * sizeof(float));
-        e->ratio_n = total;
-    }
+    learn_ratio(e, bytes, total);
     if (between) e->late_carry += bytes;
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
