@@ -146,7 +146,7 @@ typedef struct vcomm {
     double mark;          /* cpu() when computation was last counted */
     selsync_vclock clock; /* up to mark */
     double *clocks;       /* size: the clocks of a collective */
-    double *started;      /* the background sums not yet waited for: start clock, bytes */
+    struct started { double clock, bytes; } *started; /* the background sums not yet waited for */
     size_t n_started, cap_started;
     double *start_clocks; /* cap_started x size: their start clocks on every rank */
     uint64_t hidden;      /* bytes of the clocks and message stamps */
@@ -175,19 +175,34 @@ static void advance_to(vcomm *v, double start, double cost)
     v->clock.now += cost;
 }
 
+/* Sums the n clocks (each rank filled its own entries, zeros elsewhere);
+ * the bytes are not counted. */
+static selsync_status trade(vcomm *v, double *clocks, size_t n)
+{
+    uint64_t b0 = v->inner.ops->bytes_sent(v->inner.ctx);
+    selsync_status st = v->inner.ops->sum_f64(v->inner.ctx, clocks, n);
+    v->hidden += v->inner.ops->bytes_sent(v->inner.ctx) - b0;
+    return st;
+}
+
+/* The latest of the size clocks at c. */
+static double latest_of(const vcomm *v, const double *c)
+{
+    double latest = c[0];
+    for (int r = 1; r < v->size; r++)
+        if (c[r] > latest) latest = c[r];
+    return latest;
+}
+
 /* Before a collective: the latest clock of all ranks into *latest. */
 static selsync_status exchange(vcomm *v, double *latest)
 {
     count_compute(v);
     if (v->held) return SELSYNC_OK;
-    uint64_t b0 = v->inner.ops->bytes_sent(v->inner.ctx);
     memset(v->clocks, 0, (size_t)v->size * sizeof *v->clocks);
     v->clocks[v->rank] = v->clock.now;
-    selsync_status st = v->inner.ops->sum_f64(v->inner.ctx, v->clocks, (size_t)v->size);
-    v->hidden += v->inner.ops->bytes_sent(v->inner.ctx) - b0;
-    *latest = v->clocks[0];
-    for (int r = 1; r < v->size; r++)
-        if (v->clocks[r] > *latest) *latest = v->clocks[r];
+    selsync_status st = trade(v, v->clocks, (size_t)v->size);
+    *latest = latest_of(v, v->clocks);
     return st;
 }
 
@@ -344,15 +359,14 @@ static selsync_status v_sum_f32v_start(void *ctx, const selsync_segment *segs, s
     if (!v->held) {
         if (v->n_started == v->cap_started) {
             size_t cap = v->cap_started ? 2 * v->cap_started : 16;
-            double *a = realloc(v->started, 2 * cap * sizeof *a), *b = a ? realloc(v->start_clocks,
-                                                                                 cap * (size_t)v->size * sizeof *b) : NULL;
+            struct started *a = realloc(v->started, cap * sizeof *a);
+            double *b = a ? realloc(v->start_clocks, cap * (size_t)v->size * sizeof *b) : NULL;
             if (a) v->started = a;
             if (!b) return SELSYNC_ENOMEM;
             v->start_clocks = b;
             v->cap_started = cap;
         }
-        v->started[2 * v->n_started] = v->clock.now;
-        v->started[2 * v->n_started++ + 1] = 4.0 * count_of(segs, nseg);
+        v->started[v->n_started++] = (struct started){v->clock.now, 4.0 * count_of(segs, nseg)};
     }
     st = v->inner.ops->sum_f32v_start ? v->inner.ops->sum_f32v_start(v->inner.ctx, segs, nseg, scale)
                                       : v->inner.ops->sum_f32v(v->inner.ctx, segs, nseg, scale);
@@ -367,26 +381,23 @@ static selsync_status v_sum_f32v_start(void *ctx, const selsync_segment *segs, s
 static selsync_status v_wait_sums(void *ctx)
 {
     vcomm *v = ctx;
-    size_t k = v->n_started, n = k * (size_t)v->size;
-    double all = 0, own = 0;
+    size_t k = v->n_started;
+    double all = 0, own = 0; /* the last end; the same from this rank's starts alone (never later) */
     count_compute(v);
     v->n_started = 0;
     selsync_status st = v->inner.ops->wait_sums ? v->inner.ops->wait_sums(v->inner.ctx) : SELSYNC_OK;
     if (st != SELSYNC_OK || v->held || k == 0) return settle(v, st, 0, 0);
-    uint64_t b0 = v->inner.ops->bytes_sent(v->inner.ctx);
-    memset(v->start_clocks, 0, n * sizeof *v->start_clocks);
-    for (size_t i = 0; i < k; i++) v->start_clocks[i * (size_t)v->size + (size_t)v->rank] = v->started[2 * i];
-    st = v->inner.ops->sum_f64(v->inner.ctx, v->start_clocks, n);
-    v->hidden += v->inner.ops->bytes_sent(v->inner.ctx) - b0;
+    memset(v->start_clocks, 0, k * (size_t)v->size * sizeof *v->start_clocks);
+    for (size_t i = 0; i < k; i++) v->start_clocks[i * (size_t)v->size + (size_t)v->rank] = v->started[i].clock;
+    st = trade(v, v->start_clocks, k * (size_t)v->size);
     for (size_t i = 0; i < k && st == SELSYNC_OK; i++) {
-        double latest = v->start_clocks[i * (size_t)v->size], cost = selsync_vnet_ring(&v->net, v->size, v->started[2 * i + 1]);
-        for (int r = 1; r < v->size; r++)
-            if (v->start_clocks[i * (size_t)v->size + (size_t)r] > latest) latest = v->start_clocks[i * (size_t)v->size + (size_t)r];
+        double latest = latest_of(v, v->start_clocks + i * (size_t)v->size);
+        double cost = selsync_vnet_ring(&v->net, v->size, v->started[i].bytes);
         all = (latest > all ? latest : all) + cost;
-        own = (v->started[2 * i] > own ? v->started[2 * i] : own) + cost;
+        own = (v->started[i].clock > own ? v->started[i].clock : own) + cost;
     }
     if (st == SELSYNC_OK && all > v->clock.now) {
-        double net = own > v->clock.now ? (own < all ? own : all) - v->clock.now : 0;
+        double net = own > v->clock.now ? own - v->clock.now : 0;
         v->clock.network += net;
         v->clock.wait += all - v->clock.now - net;
         v->clock.now = all;
