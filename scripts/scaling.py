@@ -29,11 +29,16 @@ without a warm-up count from step 25 alike).
 the test of the script, not a measurement.
 """
 import argparse
+import math
 import os
 import shutil
 import subprocess
 import sys
 import time
+
+# the modules: scripts/compare/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare.metrics import read_metrics  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
@@ -115,20 +120,9 @@ def read_results(a, ranks, folder):
             curve = [(float(w[1]), float(w[2])) for w in (line.split() for line in f) if len(w) == 3]
         with open(os.path.join(folder, "runs", a.suite, "virtual-%s" % m, "run.cfg")) as f:
             batch = next(int(line.split("=")[1]) for line in f if line.replace(" ", "").startswith("batch="))
-        changes, decisions = [], []
-        with open(os.path.join(folder, "runs", a.suite, "virtual-%s" % m, "metrics.0.tsv")) as f:
-            cols = None
-            for line in f:
-                w = line.rstrip("\n").split("\t")
-                if line.startswith("#"):
-                    continue
-                if cols is None:
-                    cols = w
-                    continue
-                row = dict(zip(cols, w))
-                decisions.append(row["decision"])
-                if int(row["step"]) >= WARMUP and row["change"] not in ("inf", "nan"):
-                    changes.append(float(row["change"]))
+        steps_rows, _ = read_metrics(os.path.join(folder, "runs", a.suite, "virtual-%s" % m, "metrics.0.tsv"))
+        decisions = [row["decision"] for row in steps_rows]
+        changes = [row["change"] for row in steps_rows if row["step"] >= WARMUP and math.isfinite(row["change"])]
         r = rows[m]
         steps = int(r["steps"])
         out[m] = {"ranks": ranks, "steps": steps, "images": ranks * steps * batch,
