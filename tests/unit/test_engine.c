@@ -296,6 +296,59 @@ static void test_residual_is_subtracted(void **state)
     }
 }
 
+/* A tensor of many blocks and a tail: the float-lane norm of the own
+ * gradient (residual subtracted) within 1e-6 of a double sum; squares that
+ * overflow a float still give a finite norm; an infinite gradient or a NaN
+ * parameter anywhere in a block is caught. */
+static void test_norm_of_a_large_tensor(void **state)
+{
+    enum { N = 4090 }; /* 3 blocks of 1024, 62 lanes' worth and a tail of 2 (the mock sums at most 4096) */
+    fx *f = *state;
+    static float p[N], g[N];
+    selsync_tensor t = {p, g, N, 0, SELSYNC_TENSOR_TRAINED};
+    selsync_model m = {&t, 1, 1, 1};
+    double own = 0;
+    f->cfg.warmup = 0;
+    f->cfg.delta = 1e30;
+    assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_create(&f->cfg, &f->comm, &m, &f->e, f->err, sizeof f->err), SELSYNC_OK);
+    for (size_t j = 0; j < N; j++) {
+        p[j] = 1.0f;
+        g[j] = (float)sin((double)j) * 3.0f;
+    }
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    for (size_t j = 0; j < N; j++) g[j] *= 0.9f; /* the residual */
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    for (size_t j = 0; j < N; j++) {
+        float x = (float)cos((double)j * 0.37) * (j % 7 == 0 ? 100.0f : 0.01f);
+        g[j] += x;
+        own += (double)x * x;
+    }
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_close(selsync_last_step(f->e)->grad_norm, own, 1e-6);
+
+    for (size_t j = 0; j < N; j++) g[j] = 0.0f; /* squares of 1e40: past a float, not a double */
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    for (size_t j = 0; j < N; j++) g[j] = 1e20f;
+    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_close(selsync_last_step(f->e)->grad_norm, N * (double)1e20f * (double)1e20f, 1e-6);
+
+    for (int k = 0; k < 2; k++) { /* an infinite gradient, a NaN parameter, in the middle of block 2 */
+        selsync_destroy(f->e);
+        assert_int_equal(selsync_create(&f->cfg, &f->comm, &m, &f->e, f->err, sizeof f->err), SELSYNC_OK);
+        for (size_t j = 0; j < N; j++) g[j] = 1.0f;
+        if (k == 0) g[2100] = INFINITY;
+        else p[2100] = NAN;
+        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
+        assert_contains(selsync_engine_error(f->e), k == 0 ? "the gradient is not finite"
+                                                           : "a trained parameter is not finite");
+        p[2100] = 1.0f;
+    }
+}
+
 /* ---- decisions and collectives ---- */
 
 static void test_delta_zero_syncs_every_step(void **state)
@@ -1469,6 +1522,7 @@ int main(void)
         T(test_infinite_loss_finite_gradient_goes_on),
         T(test_constant_norms_local_after_warmup),
         T(test_residual_is_subtracted),
+        T(test_norm_of_a_large_tensor),
         T(test_delta_zero_syncs_every_step),
         T(test_huge_delta_syncs_only_in_warmup),
         T(test_max_local_guard),
