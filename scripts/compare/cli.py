@@ -41,6 +41,9 @@ def options(argv):
     p.add_argument("--det-eval-every", type=int, help="the same for the detector (default det-steps/4; quick 2)")
     p.add_argument("--eval-images", type=int, help="held-out images per evaluation (default 500; quick 40)")
     p.add_argument("--det-eval-images", type=int, help="held-out canvases per mAP (default 100; quick 8)")
+    p.add_argument("--settings-net", choices=("small", "wide"), default="small",
+                   help="the network of the iid, seldp, label and label-inject settings: cfg/fmnist.cfg "
+                   "(small, default) or cfg/fmnist-wide.cfg (wide: 12 MB per synchronisation)")
     p.add_argument("--classes-per-rank", type=int, default=2, help="K of the skewed setting label:K (default 2)")
     p.add_argument("--bandwidth", type=rate, default=rate("1gbit"),
                    help="rate of every emulated link, as tc writes it (default 1gbit)")

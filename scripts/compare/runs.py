@@ -52,14 +52,18 @@ class Suite:
 
 
 def suites(args):
+    """The settings; the Fashion-MNIST ones (iid, seldp, label, label-inject)
+    train args.settings_net: the small network, or the wide one."""
     k = args.classes_per_rank
+    net = args.settings_net
+    on = "" if net == "small" else ", wide network"
     return {
-        "iid": Suite("iid", "Fashion-MNIST, iid shards", "small", "iid"),
-        "seldp": Suite("seldp", "Fashion-MNIST, SelDP", "small", "seldp"),
-        "label": Suite("label", "Fashion-MNIST, %d class%s per rank" % (k, "" if k == 1 else "es"),
-                       "small", "label:%d" % k),
-        "label-inject": Suite("label-inject", "Fashion-MNIST, %d class%s per rank, injection (0.5, 0.5)"
-                              % (k, "" if k == 1 else "es"), "small", "label:%d" % k, inject=True),
+        "iid": Suite("iid", "Fashion-MNIST, iid shards" + on, net, "iid"),
+        "seldp": Suite("seldp", "Fashion-MNIST, SelDP" + on, net, "seldp"),
+        "label": Suite("label", "Fashion-MNIST, %d class%s per rank%s" % (k, "" if k == 1 else "es", on),
+                       net, "label:%d" % k),
+        "label-inject": Suite("label-inject", "Fashion-MNIST, %d class%s per rank, injection (0.5, 0.5)%s"
+                              % (k, "" if k == 1 else "es", on), net, "label:%d" % k, inject=True),
         "det": Suite("det", "Fashion-MNIST detection set", "det", "iid"),
         "wide": Suite("wide", "Fashion-MNIST, wide network (cfg/fmnist-wide.cfg)", "wide", "iid"),
     }

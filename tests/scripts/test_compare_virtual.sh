@@ -10,7 +10,9 @@
 #    least its bytes' time on a 1 Gbit/s link, so the BSP run's training
 #    time is at least its bytes over 125e6 bytes/s, and its communication
 #    is not zero; local SGD communicates once, in its final average (BSP
-#    in each of the 4 steps too), and its time counts that average.
+#    in each of the 4 steps too), and its time counts that average;
+#  - --settings-net wide trains the skewed setting with injection on the
+#    wide network: its table says so and BSP sends the wide network's bytes.
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -49,5 +51,18 @@ check "wide BSP: communication $c s is not zero" 'awk -v c="$c" "BEGIN { exit !(
 lc=$(field wide local comm_s) lt=$(field wide local training_s)
 check "wide local SGD: communication $lc s, under a third of BSP's, and within its training time $lt s" \
     'awk -v c="$lc" -v b="$c" -v t="$lt" "BEGIN { exit !(c > 0 && c < b / 3 && c < t) }"'
+
+timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 4 --suites label-inject \
+    --settings-net wide --methods bsp --results "$work/wide-settings" >"$work/wide-settings.txt" 2>&1
+rc=$?
+cat "$work/wide-settings.txt"
+check "--settings-net wide exits 0" '[ $rc -eq 0 ]'
+set -- "$work"/wide-settings/*-4ranks-virtual-1gbit-4steps-quick
+out=$1 tsv=$1/summary.tsv
+check "--settings-net wide: the table names the wide network" \
+    'grep -q "^## Fashion-MNIST, 2 classes per rank, injection (0.5, 0.5), wide network: virtual time" "$out/comparison.md"'
+b=$(field label-inject bsp bytes_per_rank)
+check "--settings-net wide: BSP sent $b bytes per rank, the wide network's 4 x 12 MB" \
+    'awk -v b="$b" "BEGIN { exit !(b > 4e7) }"'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
