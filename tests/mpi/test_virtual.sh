@@ -8,8 +8,10 @@
 #    every step (each synchronises); the eval rows carry virtual_s; the
 #    summary gives the virtual time per rank and what it is made of;
 #  - without SELSYNC_VIRTUAL the metrics have no virtual_s column;
-#  - slow=1:3 with method local (no collective per step): rank 1's clock
-#    runs at least twice as fast as rank 0's;
+#  - slow=1:8 with method local (no collective per step): rank 1's clock
+#    runs at least three times as fast as rank 0's (the margin absorbs
+#    ranks whose threads' CPU time per step differs under a busy machine:
+#    up to 1.75x was seen with the test suite running beside it);
 #  - more than one thread per rank, or a value it cannot read: every rank
 #    says why and the job fails.
 set -u
@@ -66,11 +68,11 @@ check "without SELSYNC_VIRTUAL: no virtual_s column (status $rc)" \
     '[ "$rc" -eq 0 ] && ! grep -q virtual_s "$work/real.0.tsv" && ! grep -q "virtual time" "$work/real.out"'
 
 # --- a slow rank --------------------------------------------------------------------------
-SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us,slow=1:3 run slow local
-check "slow=1:3: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us,slow=1:8 run slow local
+check "slow=1:8: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
 s0=$(column "$work/slow.0.tsv" virtual_s | tail -n 1) s1=$(column "$work/slow.1.tsv" virtual_s | tail -n 1)
-check "slow=1:3: rank 1's clock ($s1 s) runs at least twice as fast as rank 0's ($s0 s)" \
-    'awk -v a="$s0" -v b="$s1" "BEGIN { exit !(a > 0 && b >= 2 * a) }"'
+check "slow=1:8: rank 1's clock ($s1 s) runs at least three times as fast as rank 0's ($s0 s)" \
+    'awk -v a="$s0" -v b="$s1" "BEGIN { exit !(a > 0 && b >= 3 * a) }"'
 
 # --- refused ----------------------------------------------------------------------------------
 every_rank() {
