@@ -11,7 +11,8 @@
 # times the thread count) that Darknet (after) and PyTorch reach with them.
 # Usage: scripts/bench-pytorch.sh [BUILD_DIR] [STEPS] [ROUNDS]
 # Environment: BENCH_CFGS (default: upstream cifar.cfg at 28x28,
-# cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96),
+# cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96;
+# an entry CFG:SIZE runs CFG at SIZE x SIZE, e.g. yolov3-tiny.cfg:416),
 # BENCH_BATCH (default 32), BENCH_THREADS (default "1 2"), BENCH_CORETYPE
 # (unset: what a user gets, the environment's OPENBLAS_CORETYPE if set, else
 # darknet's choice from the CPU's features, patch 0030; "choose": darknet's
@@ -54,15 +55,22 @@ peak1=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/tests/bench_train" --pe
 best() { sort -n "$1" | tail -n 1; }
 rate() { sed -n 's/^\([0-9.]*\) images\/s.*/\1/p'; }
 
-printf '%-13s %5s %3s %9s %9s %9s %10s %10s %9s %8s %8s\n' cfg batch thr before after pytorch after/before \
+printf '%-15s %5s %3s %9s %9s %9s %10s %10s %9s %8s %8s\n' cfg batch thr before after pytorch after/before \
     after/pytorch GFLOP/img after%pk torch%pk
 for cfg in $cfgs; do
-    name=$(basename "$cfg" .cfg)
     size=
-    case "$name" in
-        cifar) size=28 ;;
-        yolo*) size=96 ;;
+    case "$cfg" in
+        *.cfg:*) size=${cfg##*:} cfg=${cfg%:*} ;;
     esac
+    name=$(basename "$cfg" .cfg)
+    if [ -n "$size" ]; then
+        name=$name-$size
+    else
+        case "$name" in
+            cifar) size=28 ;;
+            yolo*) size=96 ;;
+        esac
+    fi
     sed -e "s/^batch *=.*/batch=$batch/" -e 's/^subdivisions *=.*/subdivisions=1/' \
         ${size:+-e "s/^width *=.*/width=$size/" -e "s/^height *=.*/height=$size/"} \
         "$cfg" >"$tmp/$name.cfg"
@@ -85,7 +93,7 @@ for cfg in $cfgs; do
             r=$((r + 1))
         done
         b=$(best "$tmp/ref") a=$(best "$tmp/opt") p=$(best "$tmp/torch") peak=$(echo "$peak1 $t" | awk '{ print $1 * $2 }')
-        printf '%-13s %5d %3d %9s %9s %9s %9.2fx %9.2fx %9.4f %7.1f%% %7.1f%%\n' "$name" "$batch" "$t" "$b" "$a" \
+        printf '%-15s %5d %3d %9s %9s %9s %9.2fx %9.2fx %9.4f %7.1f%% %7.1f%%\n' "$name" "$batch" "$t" "$b" "$a" \
             "$p" "$(echo "$a $b" | awk '{ print $1 / $2 }')" "$(echo "$a $p" | awk '{ print $1 / $2 }')" "$gflop" \
             "$(echo "$a $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')" \
             "$(echo "$p $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')"
@@ -95,6 +103,6 @@ echo "(peak: OpenBLAS's sgemm on 1024x1024 matrices, one thread: $peak1 GFLOP/s,
 echo " GFLOP/img: a training step's floating point operations per image, 2 per multiply-add of the conv and connected"
 echo " layers' forward pass, weight gradients and input gradients, as im2col counts them (Winograd does fewer);"
 echo " %pk: images/s x GFLOP/img / the peak)"
-echo "(images/s, best of $rounds runs of at least $steps batches (about 2 s) after 1 warm-up; cifar at 28x28, yolo at 96x96;"
+echo "(images/s, best of $rounds runs of at least $steps batches (about 2 s) after 1 warm-up; cifar at 28x28, yolo at 96x96 unless CFG:SIZE;"
 echo " OpenBLAS kernel ${core:-?}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
      "PyTorch torch.set_num_threads)"
