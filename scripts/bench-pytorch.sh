@@ -14,9 +14,11 @@
 # cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96;
 # an entry CFG:SIZE runs CFG at SIZE x SIZE, e.g. yolov3-tiny.cfg:416),
 # BENCH_BATCH (default 32), BENCH_THREADS (default "1 2"), BENCH_CORETYPE
-# (unset: what a user gets, the environment's OPENBLAS_CORETYPE if set, else
-# darknet's choice from the CPU's features, patch 0030; "choose": darknet's
-# choice even where OPENBLAS_CORETYPE is set; a name: that OPENBLAS_CORETYPE).
+# (one or more words, each measured in every round and given its own rows:
+# "default" (or unset): what a user gets, the environment's
+# OPENBLAS_CORETYPE if set, else darknet's choice from the CPU's features,
+# patch 0030; "choose": darknet's choice even where OPENBLAS_CORETYPE is
+# set; a name: that OPENBLAS_CORETYPE, e.g. "default Haswell SkylakeX").
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -35,28 +37,38 @@ py=/usr/bin/python3
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-# The kernel: by default what darknet runs with for a user of this machine
+# The kernels: by default what darknet runs with for a user of this machine
 # (bench_train chooses as darknet does); a forced older kernel (e.g. an
-# environment's Haswell on an AVX-512 CPU) is slower, and it is named below.
-case "${BENCH_CORETYPE-}" in
-    '') ;;
-    choose) unset OPENBLAS_CORETYPE ;;
-    *) export OPENBLAS_CORETYPE="$BENCH_CORETYPE" ;;
-esac
-core=$(OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 2>&1 \
-    | sed -n 's/^Core: //p' | tail -n 1 || true)
-
-# The anchor: OpenBLAS's sgemm peak per thread (GFLOP/s on one thread); t
-# threads are held against t times it.
-peak1=$(OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/tests/bench_train" --peak 2 \
-    | sed -n 's/^\([0-9.]*\) GFLOP\/s.*/\1/p')
+# environment's Haswell on an AVX-512 CPU) is slower. Each word of
+# BENCH_CORETYPE gets its own before/after rows and its own sgemm peak.
+kernels=${BENCH_CORETYPE:-default}
+# run a command under kernel word $1
+with_kernel() {
+    k=$1
+    shift
+    case "$k" in
+        default) "$@" ;;
+        choose) env -u OPENBLAS_CORETYPE "$@" ;;
+        *) OPENBLAS_CORETYPE=$k "$@" ;;
+    esac
+}
+i=0
+for k in $kernels; do
+    # the core OpenBLAS reports, and the anchor: its sgemm peak per thread
+    # (GFLOP/s on one thread); t threads are held against t times it
+    with_kernel "$k" env OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 \
+        2>&1 | sed -n 's/^Core: //p' | tail -n 1 >"$tmp/core.$i" || true
+    with_kernel "$k" env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/tests/bench_train" --peak 2 \
+        | sed -n 's/^\([0-9.]*\) GFLOP\/s.*/\1/p' >"$tmp/peak.$i"
+    i=$((i + 1))
+done
 
 # best images/s of one command over the rounds (one figure per round in $1)
 best() { sort -n "$1" | tail -n 1; }
 rate() { sed -n 's/^\([0-9.]*\) images\/s.*/\1/p'; }
 
-printf '%-15s %5s %3s %9s %9s %9s %10s %10s %9s %8s %8s\n' cfg batch thr before after pytorch after/before \
-    after/pytorch GFLOP/img after%pk torch%pk
+printf '%-15s %5s %3s %-10s %9s %9s %9s %10s %10s %9s %8s %8s\n' cfg batch thr kernel before after pytorch \
+    after/before after/pytorch GFLOP/img after%pk torch%pk
 for cfg in $cfgs; do
     size=
     case "$cfg" in
@@ -79,30 +91,49 @@ for cfg in $cfgs; do
         "$tmp/$name.cfg" 1 1 2>/dev/null | rate | awk -v s="$steps" -v b="$batch" \
         '{ n = int(2 * $1 / b + 0.5); print (n > s ? n : s) }')
     for t in $threads; do
-        : >"$tmp/ref" ; : >"$tmp/opt" ; : >"$tmp/torch"
+        : >"$tmp/torch"
+        i=0
+        for k in $kernels; do : >"$tmp/ref.$i" ; : >"$tmp/opt.$i" ; i=$((i + 1)) ; done
         r=0
         while [ $r -lt "$rounds" ]; do
-            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/tests/bench_train_reference" \
-                "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/ref"
-            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$build/tests/bench_train" \
-                "$tmp/$name.cfg" "$n" 1 2>/dev/null >"$tmp/opt.out"
-            rate <"$tmp/opt.out" >>"$tmp/opt"
-            gflop=$(sed -n 's/^\([0-9.]*\) GFLOP per image.*/\1/p' "$tmp/opt.out")
+            i=0
+            for k in $kernels; do
+                with_kernel "$k" env OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
+                    "$build/tests/bench_train_reference" "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/ref.$i"
+                with_kernel "$k" env OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
+                    "$build/tests/bench_train" "$tmp/$name.cfg" "$n" 1 2>/dev/null >"$tmp/opt.out"
+                rate <"$tmp/opt.out" >>"$tmp/opt.$i"
+                gflop=$(sed -n 's/^\([0-9.]*\) GFLOP per image.*/\1/p' "$tmp/opt.out")
+                i=$((i + 1))
+            done
             OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench_torch.py" \
                 "$tmp/$name.cfg" "$n" 1 "$t" | rate >>"$tmp/torch"
             r=$((r + 1))
         done
-        b=$(best "$tmp/ref") a=$(best "$tmp/opt") p=$(best "$tmp/torch") peak=$(echo "$peak1 $t" | awk '{ print $1 * $2 }')
-        printf '%-15s %5d %3d %9s %9s %9s %9.2fx %9.2fx %9.4f %7.1f%% %7.1f%%\n' "$name" "$batch" "$t" "$b" "$a" \
-            "$p" "$(echo "$a $b" | awk '{ print $1 / $2 }')" "$(echo "$a $p" | awk '{ print $1 / $2 }')" "$gflop" \
-            "$(echo "$a $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')" \
-            "$(echo "$p $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')"
+        p=$(best "$tmp/torch")
+        i=0
+        for k in $kernels; do
+            b=$(best "$tmp/ref.$i") a=$(best "$tmp/opt.$i")
+            peak=$(awk -v t="$t" '{ print $1 * t }' "$tmp/peak.$i")
+            printf '%-15s %5d %3d %-10s %9s %9s %9s %9.2fx %9.2fx %9.4f %7.1f%% %7.1f%%\n' "$name" "$batch" "$t" \
+                "$(cat "$tmp/core.$i")" "$b" "$a" "$p" "$(echo "$a $b" | awk '{ print $1 / $2 }')" \
+                "$(echo "$a $p" | awk '{ print $1 / $2 }')" "$gflop" \
+                "$(echo "$a $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')" \
+                "$(echo "$p $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')"
+            i=$((i + 1))
+        done
     done
 done
-echo "(peak: OpenBLAS's sgemm on 1024x1024 matrices, one thread: $peak1 GFLOP/s, times the thread count;"
-echo " GFLOP/img: a training step's floating point operations per image, 2 per multiply-add of the conv and connected"
-echo " layers' forward pass, weight gradients and input gradients, as im2col counts them (Winograd does fewer);"
-echo " %pk: images/s x GFLOP/img / the peak)"
+i=0
+for k in $kernels; do
+    echo "(kernel $(cat "$tmp/core.$i") from BENCH_CORETYPE word '$k': OpenBLAS's sgemm peak on 1024x1024 matrices," \
+         "one thread, $(cat "$tmp/peak.$i") GFLOP/s)"
+    i=$((i + 1))
+done
+echo "(peak: times the thread count; GFLOP/img: a training step's floating point operations per image, 2 per"
+echo " multiply-add of the conv and connected layers' forward pass, weight gradients and input gradients, as im2col"
+echo " counts them (Winograd does fewer); %pk: images/s x GFLOP/img / the row kernel's peak; PyTorch measured once"
+echo " per round, with the environment as it is)"
 echo "(images/s, best of $rounds runs of at least $steps batches (about 2 s) after 1 warm-up; cifar at 28x28, yolo at 96x96 unless CFG:SIZE;"
-echo " OpenBLAS kernel ${core:-?}${OPENBLAS_CORETYPE:+ (OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE)}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
+echo " environment OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset}; Darknet threads = OPENBLAS_NUM_THREADS = OMP_NUM_THREADS," \
      "PyTorch torch.set_num_threads)"
