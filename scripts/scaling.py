@@ -38,18 +38,10 @@ import time
 
 # the modules: scripts/compare/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare.metrics import read_metrics  # noqa: E402
+from compare.metrics import WARMUP, quantile, read_metrics  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
-WARMUP = 25  # [selsync] warmup's default: Δ after it is what decides
-
-
-def quantile(xs, q):
-    """The q-quantile of the sorted xs (nearest rank); None when empty."""
-    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
-
-
 def fail(msg):
     print("scaling: " + msg, file=sys.stderr)
     sys.exit(1)

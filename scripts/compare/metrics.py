@@ -1,8 +1,17 @@
 """A run's figures from its per-rank metrics files."""
+import math
 import os
 import re
 
 from .common import fail
+
+WARMUP = 25  # [selsync] warmup's default: Δ after it is what decides
+
+
+def quantile(xs, q):
+    """The q-quantile of the sorted xs (nearest rank); None when empty."""
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
 
 def read_metrics(path):
     """(step rows as dicts, eval rows as dicts) of one rank's metrics file."""
@@ -56,6 +65,10 @@ def collect(args, run, rdir, final_score):
     res["comm"] = sum(x["t_agree"] + x["t_transfer"] for r in trainers for x in ranks[r][0]) / n
     res["local"] = None if run.ssp else (
         sum(x["decision"] == "local" for r in trainers for x in ranks[r][0]) / max(1, n * res["steps"]))
+    # Δ of every training rank after the warm-up: median and 90th percentile
+    changes = sorted(x["change"] for r in trainers for x in ranks[r][0]
+                     if x["step"] >= WARMUP and math.isfinite(x["change"]))
+    res["delta"] = (quantile(changes, 0.5), quantile(changes, 0.9)) if changes else None
     rep = ranks[trainers[0]][0]
     res["rows"] = rep  # the first training rank's steps: delta plot, modelled times
     if run.net == "virtual":

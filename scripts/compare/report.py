@@ -4,7 +4,7 @@ import platform
 import subprocess
 
 from .common import NETWORKS, write
-from .metrics import curve
+from .metrics import WARMUP, curve
 
 def fmt_time(t):
     return "not reached" if t is None else "%.1f s" % t
@@ -39,6 +39,11 @@ def table(args, suite, runs, net):
     for r in runs:
         if r.suite is suite and r.net == net and r.diverged:
             lines.append("| %s | diverged (loss not finite at %s) | | | | | | |" % (r.label, r.diverged))
+    deltas = ["%s %.3f / %.3f" % (r.label, r.result["delta"][0], r.result["delta"][1])
+              for r in done if r.result["delta"]]
+    if deltas:
+        lines += ["", "Δ after the %d warm-up steps, every training rank's, median / 90th percentile: %s."
+                  % (WARMUP, "; ".join(deltas))]
     return lines
 
 

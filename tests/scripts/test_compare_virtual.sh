@@ -64,5 +64,25 @@ check "--settings-net wide: the table names the wide network" \
 b=$(field label-inject bsp bytes_per_rank)
 check "--settings-net wide: BSP sent $b bytes per rank, the wide network's 4 x 12 MB" \
     'awk -v b="$b" "BEGIN { exit !(b > 4e7) }"'
+# Δ after the warm-up, from every training rank's metrics: two ranks of 30
+# steps whose Δ after step 25 are 0.1-0.5 and 0.6-1.0 give a median of 0.6
+# and a 90th percentile of 1.0; the warm-up's larger values and inf count not
+mkdir -p "$work/delta-run"
+for r in 0 1; do
+    awk -v r="$r" 'BEGIN { OFS = "\t"
+        print "step", "bytes_sent", "inject_bytes", "t_compute", "t_measure", "t_agree", "t_transfer",
+              "decision", "change", "virtual_s"
+        for (s = 0; s < 30; s++)
+            print s, 0, 0, 0.1, 0, 0, 0, "local", (s == 0 ? "inf" : s < 25 ? 9 : (s - 24 + 5 * r) / 10), s }' \
+        >"$work/delta-run/metrics.$r.tsv"
+done
+delta=$(cd "$src/scripts" && python3 -c '
+import sys, types
+from compare.metrics import collect
+args = types.SimpleNamespace(ranks=2)
+run = types.SimpleNamespace(id="delta", ssp=False, net="emulated", steps=30)
+print("%.2f %.2f" % collect(args, run, sys.argv[1], lambda: 0.0)["delta"])' "$work/delta-run")
+check "Δ after the warm-up over every rank: median and 90th percentile 0.60 1.00 (got $delta)" \
+    '[ "$delta" = "0.60 1.00" ]'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
