@@ -52,15 +52,13 @@ with_kernel() {
         *) OPENBLAS_CORETYPE=$k "$@" ;;
     esac
 }
-i=0
 for k in $kernels; do
     # the core OpenBLAS reports, and the anchor: its sgemm peak per thread
     # (GFLOP/s on one thread); t threads are held against t times it
     with_kernel "$k" env OPENBLAS_VERBOSE=2 OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" /dev/null 0 0 \
-        2>&1 | sed -n 's/^Core: //p' | tail -n 1 >"$tmp/core.$i" || true
+        2>&1 | sed -n 's/^Core: //p' | tail -n 1 >"$tmp/core.$k" || true
     with_kernel "$k" env OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$build/tests/bench_train" --peak 2 \
-        | sed -n 's/^\([0-9.]*\) GFLOP\/s.*/\1/p' >"$tmp/peak.$i"
-    i=$((i + 1))
+        | sed -n 's/^\([0-9.]*\) GFLOP\/s.*/\1/p' >"$tmp/peak.$k"
 done
 
 # best images/s of one command over the rounds (one figure per round in $1)
@@ -92,43 +90,36 @@ for cfg in $cfgs; do
         '{ n = int(2 * $1 / b + 0.5); print (n > s ? n : s) }')
     for t in $threads; do
         : >"$tmp/torch"
-        i=0
-        for k in $kernels; do : >"$tmp/ref.$i" ; : >"$tmp/opt.$i" ; i=$((i + 1)) ; done
+        for k in $kernels; do : >"$tmp/ref.$k" ; : >"$tmp/opt.$k" ; done
         r=0
         while [ $r -lt "$rounds" ]; do
-            i=0
             for k in $kernels; do
                 with_kernel "$k" env OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
-                    "$build/tests/bench_train_reference" "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/ref.$i"
+                    "$build/tests/bench_train_reference" "$tmp/$name.cfg" "$n" 1 2>/dev/null | rate >>"$tmp/ref.$k"
                 with_kernel "$k" env OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t \
                     "$build/tests/bench_train" "$tmp/$name.cfg" "$n" 1 2>/dev/null >"$tmp/opt.out"
-                rate <"$tmp/opt.out" >>"$tmp/opt.$i"
+                rate <"$tmp/opt.out" >>"$tmp/opt.$k"
                 gflop=$(sed -n 's/^\([0-9.]*\) GFLOP per image.*/\1/p' "$tmp/opt.out")
-                i=$((i + 1))
             done
             OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench_torch.py" \
                 "$tmp/$name.cfg" "$n" 1 "$t" | rate >>"$tmp/torch"
             r=$((r + 1))
         done
         p=$(best "$tmp/torch")
-        i=0
         for k in $kernels; do
-            b=$(best "$tmp/ref.$i") a=$(best "$tmp/opt.$i")
-            peak=$(awk -v t="$t" '{ print $1 * t }' "$tmp/peak.$i")
+            b=$(best "$tmp/ref.$k") a=$(best "$tmp/opt.$k")
+            peak=$(awk -v t="$t" '{ print $1 * t }' "$tmp/peak.$k")
             printf '%-15s %5d %3d %-10s %9s %9s %9s %9.2fx %9.2fx %9.4f %7.1f%% %7.1f%%\n' "$name" "$batch" "$t" \
-                "$(cat "$tmp/core.$i")" "$b" "$a" "$p" "$(echo "$a $b" | awk '{ print $1 / $2 }')" \
+                "$(cat "$tmp/core.$k")" "$b" "$a" "$p" "$(echo "$a $b" | awk '{ print $1 / $2 }')" \
                 "$(echo "$a $p" | awk '{ print $1 / $2 }')" "$gflop" \
                 "$(echo "$a $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')" \
                 "$(echo "$p $gflop $peak" | awk '{ print 100 * $1 * $2 / $3 }')"
-            i=$((i + 1))
         done
     done
 done
-i=0
 for k in $kernels; do
-    echo "(kernel $(cat "$tmp/core.$i") from BENCH_CORETYPE word '$k': OpenBLAS's sgemm peak on 1024x1024 matrices," \
-         "one thread, $(cat "$tmp/peak.$i") GFLOP/s)"
-    i=$((i + 1))
+    echo "(kernel $(cat "$tmp/core.$k") from BENCH_CORETYPE word '$k': OpenBLAS's sgemm peak on 1024x1024 matrices," \
+         "one thread, $(cat "$tmp/peak.$k") GFLOP/s)"
 done
 echo "(peak: times the thread count; GFLOP/img: a training step's floating point operations per image, 2 per"
 echo " multiply-add of the conv and connected layers' forward pass, weight gradients and input gradients, as im2col"

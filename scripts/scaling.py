@@ -42,6 +42,8 @@ from compare.metrics import WARMUP, quantile, read_metrics  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
+
+
 def fail(msg):
     print("scaling: " + msg, file=sys.stderr)
     sys.exit(1)
