@@ -1,13 +1,16 @@
 #!/bin/sh
-# Usage: test_stock_equal.sh DARKNET SOURCE_DIR DOWNLOAD_DIR WORK_DIR
+# Usage: test_stock_equal.sh DARKNET SOURCE_DIR DOWNLOAD_DIR WORK_DIR [OPENMP]
 # A cfg without [selsync] behaves like stock Darknet in one process. Four
 # programs run the same `partial` and `classifier train`:
 #   stock    the unpatched Debian tarball (scripts/fetch-darknet.sh), built
 #            with its own Makefile;
 #   ref      the tarball with patches/series, the same Makefile, REFERENCE=1
 #            (Darknet's own loops and gemm);
-#   cblas    the same with CBLAS=1 (OpenBLAS gemm, the series' loops), which
-#            is what DARKNET computes with, without the plugin;
+#   cblas    the same with CBLAS=1 (OpenBLAS gemm, the series' loops) and
+#            OPENMP as DARKNET was built (1, the default, or 0), which is
+#            what DARKNET computes with, without the plugin (-Ofast lets the
+#            compiler round a loop inside an OpenMP region unlike the same
+#            loop outside one);
 #   DARKNET  the project's executable, the plugin linked in.
 # The training is deterministic: its list holds one image whose rows are
 # uniform (Darknet's random flips and whole-image crops leave it unchanged),
@@ -20,7 +23,7 @@
 #  - the series' one addition to the iteration line (patch 0029): the
 #    elapsed time on every line, the time left on all but the last.
 set -u
-darknet=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$2 cache=$3 work=$4
+darknet=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$2 cache=$3 work=$4 openmp=${5:-1}
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
 export OPENBLAS_NUM_THREADS=1
@@ -32,7 +35,7 @@ sh "$src/scripts/apply-patches.sh" "$work/ref-src" "$src/patches" >"$work/apply.
 cp -a "$work/ref-src" "$work/cblas-src"
 make -C "$work/stock-src" -j2 >"$work/make-stock.log" 2>&1 || give_up "$work/make-stock.log"
 make -C "$work/ref-src" -j2 REFERENCE=1 >"$work/make-ref.log" 2>&1 || give_up "$work/make-ref.log"
-make -C "$work/cblas-src" -j2 CBLAS=1 >"$work/make-cblas.log" 2>&1 || give_up "$work/make-cblas.log"
+make -C "$work/cblas-src" -j2 CBLAS=1 OPENMP="$openmp" >"$work/make-cblas.log" 2>&1 || give_up "$work/make-cblas.log"
 
 for c in 0 1 2 3 4 5 6 7 8 9; do echo "_c${c}_"; done >"$work/labels.txt"
 python3 "$src/tests/common/uniform_png.py" "$work/rows_c3_.png" 28 28 20 230 || give_up /dev/null
