@@ -1,7 +1,7 @@
 /* Unit tests for SSP (plugin/core/ssp.c) and the engine's ssp path, against
  * the scripted mock: the server's scaled updates, the staleness bound,
- * queued pulls and their release, DONE, protocol errors; the worker's
- * clock, update and bytes. */
+ * queued pulls and their release, DONE, protocol errors, a held pull in
+ * virtual time; the worker's clock, update and bytes. */
 #define _POSIX_C_SOURCE 200809L /* open_memstream */
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +16,7 @@
 #include "mock_comm.h"
 #include "selsync/engine.h"
 #include "selsync/ssp.h"
+#include "selsync/vclock.h"
 
 /* The model: w[4] trained (grad g), s[2] a statistic: 6 floats with
  * sync_bn_stats, 4 without. */
@@ -250,6 +251,84 @@ static void test_server_bound(void **state)
     assert_int_equal(queued, 1);
     assert_int_equal(f->stats.queued, 1);
     assert_int_equal(f->stats.max_lead, 1);
+}
+
+/* A message of a virtual-time rank: the time its sender started it, then
+ * the payload. */
+static void stamped_msg(mock_comm *m, int src, int tag, double start, const void *data, size_t bytes)
+{
+    unsigned char buf[sizeof start + HDR + N * sizeof(float)];
+    assert_true(bytes <= HDR + N * sizeof(float));
+    memcpy(buf, &start, sizeof start);
+    memcpy(buf + sizeof start, data, bytes);
+    mock_script_msg(m, src, tag, buf, sizeof start + bytes);
+}
+
+static void stamped_hdr(fx *f, int src, int tag, double start, uint64_t clock, uint64_t count)
+{
+    selsync_ssp_header h = {clock, 0, count, 0};
+    stamped_msg(&f->mock, src, tag, start, &h, HDR);
+}
+
+static void stamped_push(fx *f, int src, uint64_t clock, double start)
+{
+    const float z[N] = {0};
+    stamped_hdr(f, src, SSP_TAG_PUSH, start, clock, N);
+    stamped_msg(&f->mock, src, SSP_TAG_DATA, start, z, sizeof z);
+}
+
+/* the start stamped on the server's i-th message */
+static double sent_at(const fx *f, int i)
+{
+    double start;
+    assert_true(i < f->mock.outbox_n);
+    memcpy(&start, f->mock.outbox[i].data, sizeof start);
+    return start;
+}
+
+static double no_computation(void) { return 0; }
+
+/* In virtual time (the server on a virtual-time communicator): a pull that
+ * the bound holds is answered only once the push that releases it has
+ * arrived on the server's clock, so its worker waits in virtual time for
+ * the slow worker, while a pull the bound allows is answered as soon as
+ * its push arrives. */
+static void test_server_held_pull_in_virtual_time(void **state)
+{
+    fx *f = *state;
+    const selsync_vnet net = {125e6, 50e-6, 1.0}; /* 1 Gbit/s, 50 us */
+    selsync_comm plain = f->comm;
+    char err[256];
+    double header = selsync_vnet_message(&net, HDR), model = selsync_vnet_message(&net, N * sizeof(float));
+    f->mock.rank = 0;
+    f->mock.size = 3;
+    assert_int_equal(selsync_comm_virtual(plain, &net, no_computation, &f->comm, err, sizeof err), SELSYNC_OK);
+    selsync_virtual_hold(&f->comm, 0);
+    f->cfg.ssp_staleness = 1;
+    stamped_hdr(f, 1, SSP_TAG_PULL, 0.0, 0, 0);
+    stamped_hdr(f, 2, SSP_TAG_PULL, 0.0, 0, 0);
+    stamped_push(f, 1, 1, 1.0); /* lead 1: answered at once */
+    stamped_push(f, 1, 2, 2.0); /* lead 2: held */
+    stamped_push(f, 2, 1, 9.0); /* the slow worker's update releases it */
+    stamped_hdr(f, 2, SSP_TAG_DONE, 9.5, 1, 0);
+    stamped_hdr(f, 1, SSP_TAG_DONE, 9.6, 2, 0);
+    assert_int_equal(serve(f, 3), SELSYNC_OK);
+
+    /* replies, header then model: to 1 and 2 at clock 0, to 1 at clock 1,
+     * to 1 at clock 2 (held), to 2 at clock 1 */
+    assert_int_equal(f->mock.outbox_n, 10);
+    assert_int_equal(f->mock.outbox[4].peer, 1);
+    assert_int_equal(f->mock.outbox[6].peer, 1);
+    assert_int_equal(f->mock.outbox[8].peer, 2);
+    double allowed = sent_at(f, 4), held = sent_at(f, 6);
+    /* the allowed pull: when its push (started at 1.0) had arrived */
+    assert_true(allowed >= 1.0 + header + model && allowed < 2.0);
+    /* the held one: not before the releasing push (started at 9.0) arrived */
+    assert_true(held >= 9.0 + header + model);
+    assert_true(sent_at(f, 8) >= held + header + model); /* one link: after the held reply */
+    assert_int_equal(f->stats.queued, 1);
+    selsync_comm_virtual_free(&f->comm);
+    f->comm = plain;
 }
 
 /* Several held pulls, released together when the slowest advances; a
@@ -535,6 +614,7 @@ int main(void)
         T(test_server_trained_only),
         T(test_server_bound),
         T(test_server_release_and_done),
+        T(test_server_held_pull_in_virtual_time),
         T(test_server_protocol_errors),
         T(test_server_rejects),
         T(test_worker_step),
