@@ -28,21 +28,18 @@
 #include "darknet.h"
 #include "synthetic_batch.h"
 
-static double now(void)
+/* seconds on CLOCK */
+static double seconds(clockid_t clock)
 {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(clock, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
 }
+
+static double now(void) { return seconds(CLOCK_MONOTONIC); }
+static double cpu_now(void) { return seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 char *get_layer_string(LAYER_TYPE a); /* Darknet's network.c */
-
-static double cpu_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 /* --layers (top comment): one training step as forward_network,
  * backward_network and update_network take it, each layer's pass timed;

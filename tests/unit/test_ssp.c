@@ -33,6 +33,8 @@ typedef struct fx {
     char err[1024];
     char *trace;
     size_t trace_len;
+    int stamped;  /* the workers' messages carry a virtual-time start: */
+    double start; /* this one */
 } fx;
 
 static int setup(void **state)
@@ -65,19 +67,34 @@ static void assert_contains(const char *s, const char *needle)
     if (!strstr(s, needle)) fail_msg("expected \"%s\" in \"%s\"", needle, s);
 }
 
-static void hdr_msg(mock_comm *m, int src, int tag, uint64_t clock, uint64_t count, double wait)
+/* A worker's message to the server; with f->stamped, as a virtual-time
+ * rank sends it: f->start, then the payload. */
+static void worker_msg(fx *f, int src, int tag, const void *data, size_t bytes)
 {
-    selsync_ssp_header h = {clock, 0, count, wait};
-    mock_script_msg(m, src, tag, &h, HDR);
+    unsigned char buf[sizeof f->start + HDR + N * sizeof(float)];
+    if (!f->stamped) {
+        mock_script_msg(&f->mock, src, tag, data, bytes);
+        return;
+    }
+    assert_true(bytes <= HDR + N * sizeof(float));
+    memcpy(buf, &f->start, sizeof f->start);
+    memcpy(buf + sizeof f->start, data, bytes);
+    mock_script_msg(&f->mock, src, tag, buf, sizeof f->start + bytes);
 }
 
-static void pull(fx *f, int src) { hdr_msg(&f->mock, src, SSP_TAG_PULL, 0, 0, 0); }
-static void done(fx *f, int src, uint64_t clock) { hdr_msg(&f->mock, src, SSP_TAG_DONE, clock, 0, 0); }
+static void hdr_msg(fx *f, int src, int tag, uint64_t clock, uint64_t count, double wait)
+{
+    selsync_ssp_header h = {clock, 0, count, wait};
+    worker_msg(f, src, tag, &h, HDR);
+}
+
+static void pull(fx *f, int src) { hdr_msg(f, src, SSP_TAG_PULL, 0, 0, 0); }
+static void done(fx *f, int src, uint64_t clock) { hdr_msg(f, src, SSP_TAG_DONE, clock, 0, 0); }
 
 static void push(fx *f, int src, uint64_t clock, const float *delta, size_t n)
 {
-    hdr_msg(&f->mock, src, SSP_TAG_PUSH, clock, n, 0);
-    mock_script_msg(&f->mock, src, SSP_TAG_DATA, delta, n * sizeof(float));
+    hdr_msg(f, src, SSP_TAG_PUSH, clock, n, 0);
+    worker_msg(f, src, SSP_TAG_DATA, delta, n * sizeof(float));
 }
 
 /* Runs the server on rank 0 of `world` with the script; the trace is kept. */
@@ -253,30 +270,6 @@ static void test_server_bound(void **state)
     assert_int_equal(f->stats.max_lead, 1);
 }
 
-/* A message of a virtual-time rank: the time its sender started it, then
- * the payload. */
-static void stamped_msg(mock_comm *m, int src, int tag, double start, const void *data, size_t bytes)
-{
-    unsigned char buf[sizeof start + HDR + N * sizeof(float)];
-    assert_true(bytes <= HDR + N * sizeof(float));
-    memcpy(buf, &start, sizeof start);
-    memcpy(buf + sizeof start, data, bytes);
-    mock_script_msg(m, src, tag, buf, sizeof start + bytes);
-}
-
-static void stamped_hdr(fx *f, int src, int tag, double start, uint64_t clock, uint64_t count)
-{
-    selsync_ssp_header h = {clock, 0, count, 0};
-    stamped_msg(&f->mock, src, tag, start, &h, HDR);
-}
-
-static void stamped_push(fx *f, int src, uint64_t clock, double start)
-{
-    const float z[N] = {0};
-    stamped_hdr(f, src, SSP_TAG_PUSH, start, clock, N);
-    stamped_msg(&f->mock, src, SSP_TAG_DATA, start, z, sizeof z);
-}
-
 /* the start stamped on the server's i-th message */
 static double sent_at(const fx *f, int i)
 {
@@ -296,6 +289,7 @@ static double no_computation(void) { return 0; }
 static void test_server_held_pull_in_virtual_time(void **state)
 {
     fx *f = *state;
+    const float z[N] = {0};
     const selsync_vnet net = {125e6, 50e-6, 1.0}; /* 1 Gbit/s, 50 us */
     selsync_comm plain = f->comm;
     char err[256];
@@ -305,13 +299,13 @@ static void test_server_held_pull_in_virtual_time(void **state)
     assert_int_equal(selsync_comm_virtual(plain, &net, no_computation, &f->comm, err, sizeof err), SELSYNC_OK);
     selsync_virtual_hold(&f->comm, 0);
     f->cfg.ssp_staleness = 1;
-    stamped_hdr(f, 1, SSP_TAG_PULL, 0.0, 0, 0);
-    stamped_hdr(f, 2, SSP_TAG_PULL, 0.0, 0, 0);
-    stamped_push(f, 1, 1, 1.0); /* lead 1: answered at once */
-    stamped_push(f, 1, 2, 2.0); /* lead 2: held */
-    stamped_push(f, 2, 1, 9.0); /* the slow worker's update releases it */
-    stamped_hdr(f, 2, SSP_TAG_DONE, 9.5, 1, 0);
-    stamped_hdr(f, 1, SSP_TAG_DONE, 9.6, 2, 0);
+    f->stamped = 1;
+    f->start = 0.0, pull(f, 1), pull(f, 2);
+    f->start = 1.0, push(f, 1, 1, z, N); /* lead 1: answered at once */
+    f->start = 2.0, push(f, 1, 2, z, N); /* lead 2: held */
+    f->start = 9.0, push(f, 2, 1, z, N); /* the slow worker's update releases it */
+    f->start = 9.5, done(f, 2, 1);
+    f->start = 9.6, done(f, 1, 2);
     assert_int_equal(serve(f, 3), SELSYNC_OK);
 
     /* replies, header then model: to 1 and 2 at clock 0, to 1 at clock 1,
@@ -392,7 +386,7 @@ static void s_while_pending(fx *f)
     push(f, 1, 1, z, N);
     push(f, 1, 2, z, N);
 }
-static void s_bad_tag(fx *f) { pull(f, 1), pull(f, 2); hdr_msg(&f->mock, 1, 7, 0, 0, 0); }
+static void s_bad_tag(fx *f) { pull(f, 1), pull(f, 2); hdr_msg(f, 1, 7, 0, 0, 0); }
 static void s_late_pull(fx *f)
 {
     const float z[N] = {0};
