@@ -5,9 +5,11 @@
 # from host 0 to host 1 and back, each of 2 s worth of data at the
 # configured rate, measure a payload rate of 0.5 to 1.1 times that rate
 # (below it: TCP/IP headers count on the link; above it: the shaper's
-# 256 KB burst). An unshaped link (rate 0) is faster than 1.1 x 160 Mbit/s,
-# so the bound can fail. Exits 77 (skipped) only where network namespaces
-# are not permitted.
+# burst). So does a message of 80 ms worth of data after an idle moment,
+# which a burst of 256 KB (the shaper's former setting) carried at 2.8 times
+# the rate. An unshaped link (rate 0) is faster than 1.1 x 160 Mbit/s, so
+# the bound can fail. Exits 77 (skipped) only where network namespaces are
+# not permitted.
 set -u
 src=$1 work=$2
 here=$(cd "$(dirname "$0")" && pwd)
@@ -40,6 +42,9 @@ for mbit in 40 160; do
     echo "shaped to $mbit Mbit/s: host 0 -> 1 $(awk -v m="$there" 'BEGIN { printf "%.1f", m / 1e6 }') Mbit/s, 1 -> 0 $(awk -v m="$back" 'BEGIN { printf "%.1f", m / 1e6 }') Mbit/s"
     check "$mbit Mbit/s: host 0 -> 1 within 0.5x-1.1x" 'within $((mbit * 1000000)) "$there" 0.5 1.1'
     check "$mbit Mbit/s: host 1 -> 0 within 0.5x-1.1x" 'within $((mbit * 1000000)) "$back" 0.5 1.1'
+    short=$(transfer 0 1 $((mbit * 1000000 / 8 * 8 / 100)))
+    echo "shaped to $mbit Mbit/s: 80 ms worth after an idle moment, $(awk -v m="$short" 'BEGIN { printf "%.1f", m / 1e6 }') Mbit/s"
+    check "$mbit Mbit/s: 80 ms worth after an idle moment within 0.5x-1.1x" 'within $((mbit * 1000000)) "$short" 0.5 1.1'
     $cluster down "$name"
 done
 $cluster up "$name" 2 0
