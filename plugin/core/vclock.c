@@ -68,9 +68,10 @@ static int slowdown(const char *v, const char *end, int rank, double *out)
 
 selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out, char *err, size_t errlen)
 {
-    static const char *const form = "expected bandwidth=RATE,latency=TIME[,slow=RANK:FACTOR[+RANK:FACTOR...]] "
-                                    "with RATE such as 1Gbit or 100Mbit, TIME such as 50us or 1ms and FACTOR >= 1";
-    selsync_vnet n = {-1, -1, 1.0};
+    static const char *const form = "expected bandwidth=RATE,latency=TIME[,slow=RANK:FACTOR[+RANK:FACTOR...]]"
+                                    "[,compute=cpu|wall] with RATE such as 1Gbit or 100Mbit, TIME such as 50us or "
+                                    "1ms and FACTOR >= 1";
+    selsync_vnet n = {-1, -1, 1.0, 0};
     const char *p = spec ? spec : "";
     while (*p) {
         const char *end = p + strcspn(p, ","), *eq = memchr(p, '=', (size_t)(end - p));
@@ -79,6 +80,11 @@ selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out,
         if (ok && klen == 9 && strncmp(p, "bandwidth", 9) == 0) ok = (n.bandwidth = quantity(eq + 1, end, rates)) > 0;
         else if (ok && klen == 7 && strncmp(p, "latency", 7) == 0) ok = (n.latency = quantity(eq + 1, end, times)) >= 0;
         else if (ok && klen == 4 && strncmp(p, "slow", 4) == 0) ok = slowdown(eq + 1, end, rank, &n.slowdown);
+        else if (ok && klen == 7 && strncmp(p, "compute", 7) == 0) {
+            size_t vlen = (size_t)(end - eq - 1);
+            n.wall = vlen == 4 && strncmp(eq + 1, "wall", 4) == 0;
+            ok = n.wall || (vlen == 3 && strncmp(eq + 1, "cpu", 3) == 0);
+        }
         else ok = 0;
         if (!ok)
             return selsync_fail(err, errlen, SELSYNC_ECONFIG, "SELSYNC_VIRTUAL=%s: '%.*s' is not understood; %s",
@@ -98,7 +104,8 @@ void selsync_vnet_describe(const selsync_vnet *net, char *buf, size_t len)
     int n = snprintf(buf, len, "%g %s/s, latency %g us", bits >= 1e9 ? bits / 1e9 : bits >= 1e6 ? bits / 1e6 : bits / 1e3,
                      bits >= 1e9 ? "Gbit" : bits >= 1e6 ? "Mbit" : "kbit", net->latency * 1e6);
     if (net->slowdown != 1.0 && n >= 0 && (size_t)n < len)
-        snprintf(buf + n, len - (size_t)n, ", this rank %gx slower", net->slowdown);
+        n += snprintf(buf + n, len - (size_t)n, ", this rank %gx slower", net->slowdown);
+    if (net->wall && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ", computation in wall time");
 }
 
 double selsync_vnet_ring(const selsync_vnet *net, int ranks, double bytes)
@@ -133,6 +140,13 @@ double selsync_thread_cpu_seconds(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+double selsync_wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -429,7 +443,7 @@ selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net,
     }
     v->inner = inner;
     v->net = *net;
-    v->cpu = cpu ? cpu : selsync_thread_cpu_seconds;
+    v->cpu = cpu ? cpu : net->wall ? selsync_wall_seconds : selsync_thread_cpu_seconds;
     v->rank = inner.ops->rank(inner.ctx);
     v->size = size;
     v->held = 1;

@@ -556,14 +556,13 @@ static int start_virtual_time(adapter *ad, char *err, size_t len)
     const char *spec = getenv("SELSYNC_VIRTUAL");
     selsync_vnet net;
     if (!spec || !*spec) return 0;
-    if (!one_thread()) {
+    if (selsync_vnet_parse(spec, ad->rank, &net, err, len)) return -1;
+    if (!net.wall && !one_thread()) {
         snprintf(err, len, "SELSYNC_VIRTUAL=%s counts a rank's computation as the CPU time of its one thread: "
-                 "set OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1", spec);
+                 "set OMP_NUM_THREADS=1 and OPENBLAS_NUM_THREADS=1 (or compute=wall)", spec);
         return -1;
     }
-    if (selsync_vnet_parse(spec, ad->rank, &net, err, len) ||
-        selsync_comm_virtual(ad->comm, &net, NULL, &ad->comm, err, len))
-        return -1;
+    if (selsync_comm_virtual(ad->comm, &net, NULL, &ad->comm, err, len)) return -1;
     selsync_vnet_describe(&net, ad->network, sizeof ad->network);
     return 0;
 }

@@ -62,6 +62,10 @@ def options(argv):
     p.add_argument("--virtual", action="store_true",
                    help="virtual time (SELSYNC_VIRTUAL): the ranks share the cores, one thread each, and every "
                    "time is what --ranks machines on --bandwidth links with --latency would see; any rank count")
+    p.add_argument("--emulated-clock", metavar="SPEC", default="",
+                   help="on emulated hosts: every rank also keeps a virtual clock on the network SPEC "
+                   "(SELSYNC_VIRTUAL's form, e.g. bandwidth=944Mbit,latency=33us) with its computation in wall "
+                   "time, so that one run gives the measured and the modelled times (scripts/validate-virtual.py)")
     p.add_argument("--jobs", type=int, help="runs at the same time (default 1; quick 4); more than 1 "
                    "distorts the times, so only for checking the pipeline")
     p.add_argument("--run-timeout", type=int, help="seconds after which a run counts as failed "
@@ -105,6 +109,10 @@ def options(argv):
     a.virtual_spec = "bandwidth=%sMbit,latency=%sus" % (plain(a.bandwidth_bytes * 8 / 1e6), plain(a.latency * 1e6))
     if a.virtual:
         a.shm_methods = []
+    if a.emulated_clock and (a.virtual or a.no_emulation):
+        p.error("--emulated-clock goes with emulated hosts, not with --virtual or --no-emulation")
+    if a.emulated_clock and "compute=" not in a.emulated_clock:
+        a.emulated_clock += ",compute=wall"
     return a
 
 

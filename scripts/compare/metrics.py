@@ -87,6 +87,7 @@ def collect(args, run, rdir, final_score):
     # when the final model is there: virtual time counts the final average
     res.setdefault("end", cum[-1] if cum else 0.0)
     res["modelled"] = run.net == "modelled"
+    res["virtual"] = run.net == "virtual"
     if res["modelled"]:
         res["model_comm"] = sum(modelled_comm(args, x) for r in trainers for x in ranks[r][0]) / n
     return res
@@ -128,7 +129,7 @@ def curve(args, res):
         val = e.get("top1", e.get("map50"))
         if val is None:
             continue
-        if "virtual_s" in e:
+        if res.get("virtual"):
             sec = e["virtual_s"]
         else:
             sec = time_at(res, e["step"]) if res["modelled"] or "train_s" not in e else e["train_s"]

@@ -196,6 +196,9 @@ def execute(args, run, i, ctx):
     env = None
     if run.net == "emulated":
         cmd = ["sh", CLUSTER, "mpirun", ctx["cluster"].name, "-np", str(args.ranks)] + train
+        if args.emulated_clock:  # the modelled clock beside the measured times
+            env = dict(os.environ, SELSYNC_VIRTUAL=args.emulated_clock)
+            cmd[6:6] = ["-x", "SELSYNC_VIRTUAL"]
     else:
         cmd = ["mpirun", "-np", str(args.ranks), "--oversubscribe"] + train
         # a TMPDIR of its own: jobs that share one remove each other's

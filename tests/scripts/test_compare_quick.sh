@@ -8,6 +8,9 @@
 #  - the figures follow the methods: BSP never steps locally, local SGD
 #    always and sends nothing, FedAvg every 2 of 4 steps averages half the
 #    steps, injection moves bytes, each cfg asks for its method;
+#  - with --emulated-clock every emulated rank also keeps a virtual clock
+#    (computation in wall time, the network modelled: at least its bytes'
+#    time at 1 Gbit/s), while the tables keep the measured times;
 #  - nothing of a comparison is left afterwards, also after Ctrl-C mid-run:
 #    no emulated host (network namespace), no process (each runs with
 #    TMPDIR in a folder of this test's, so its environment names that
@@ -87,6 +90,30 @@ check "the skewed data file evaluates on the held classes only" \
     '[ "$(sed "s/.*_c\([0-9]*\)_.*/\1/" "$out/data/fmnist-label.eval.list" | sort -u | tr "\n" " ")" = "0 1 2 3 " ]'
 left=$(left "$tmp/whole")
 check "nothing left of the comparison" '[ -z "$left" ] || { echo "$left"; false; }'
+
+if [ $emulated -eq 1 ]; then
+    timeout 600 $compare --quick --suites wide --methods bsp --shm-methods none \
+        --emulated-clock bandwidth=1Gbit,latency=50us --results "$work/clock" >"$work/clock.txt" 2>&1
+    rc=$?
+    cat "$work/clock.txt"
+    check "--emulated-clock exits 0" '[ $rc -eq 0 ]'
+    r=$(ls -d "$work"/clock/*/runs/wide/emulated-bsp)
+    check "--emulated-clock: the clock counts wall time" \
+        'grep -q "virtual time: 1 Gbit/s, latency 50 us, computation in wall time" "$r/output.txt"'
+    last() { grep -v "^#" "$1" | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        { b += $c["bytes_sent"]; t += $c["t_compute"] + $c["t_measure"] + $c["t_agree"] + $c["t_transfer"]
+          v = $c["virtual_s"] } END { print b, t, v }'; }
+    set -- $(last "$r/metrics.0.tsv")
+    check "--emulated-clock: rank 0's clock $3 s counts its $1 bytes at 1 Gbit/s" \
+        'awk -v b="$1" -v v="$3" "BEGIN { exit !(b > 1e7 && v >= b / 125e6) }"'
+    set -- $(last "$r/metrics.1.tsv") "$1"
+    check "--emulated-clock: rank 1 keeps a clock too" 'awk -v v="$3" "BEGIN { exit !(v > 0) }"'
+    measured=$2
+    tsv=$(ls "$work"/clock/*/summary.tsv)
+    t=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { print $c["training_s"] }' "$tsv")
+    check "--emulated-clock: the table's training time $t s is the measured one" \
+        'awk -v t="$t" -v m="$measured" "BEGIN { exit !(t > 0 && (t - m) ^ 2 < 1e-4) }"'
+fi
 
 # Ctrl-C in the middle of a run: exit status 130, nothing left
 mkdir "$tmp/int"

@@ -4,7 +4,8 @@
  * clock plus the cost of each collective, background sums that overlap
  * computation, slow-down, point-to-point stamps
  * and the queue of a receiver, holds, bytes, failures; with the real
- * thread CPU clock, a rank that sleeps adds no computation. */
+ * thread CPU clock, a rank that sleeps adds no computation (with compute=wall
+ * it does). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <stdarg.h>
 #include <stddef.h>
@@ -26,7 +27,7 @@ static double fake_cpu; /* the clock of computation the tests advance */
 static double cpu(void) { return fake_cpu; }
 
 /* 1 Gbit/s (125e6 bytes/s), 50 us */
-static const selsync_vnet gigabit = {125e6, 50e-6, 1.0};
+static const selsync_vnet gigabit = {125e6, 50e-6, 1.0, 0};
 
 typedef struct fx {
     mock_comm mock;
@@ -80,7 +81,15 @@ static void parse_accepts_rates_times_and_slowdowns(void **state)
     selsync_vnet_describe(&n, text, sizeof text);
     assert_string_equal(text, "100 Mbit/s, latency 200 us, this rank 1.5x slower");
     assert_int_equal(selsync_vnet_parse("bandwidth=10Gbit,latency=0s,slow=1:2", 2, &n, err, sizeof err), SELSYNC_OK);
-    assert_true(n.bandwidth == 1.25e9 && n.latency == 0.0 && n.slowdown == 1.0);
+    assert_true(n.bandwidth == 1.25e9 && n.latency == 0.0 && n.slowdown == 1.0 && !n.wall);
+    assert_int_equal(selsync_vnet_parse("bandwidth=1Gbit,latency=50us,compute=wall", 0, &n, err, sizeof err),
+                     SELSYNC_OK);
+    assert_true(n.wall);
+    selsync_vnet_describe(&n, text, sizeof text);
+    assert_string_equal(text, "1 Gbit/s, latency 50 us, computation in wall time");
+    assert_int_equal(selsync_vnet_parse("compute=cpu,bandwidth=1Gbit,latency=50us", 0, &n, err, sizeof err),
+                     SELSYNC_OK);
+    assert_true(!n.wall);
 }
 
 static void parse_refuses_what_it_does_not_understand(void **state)
@@ -99,10 +108,12 @@ static void parse_refuses_what_it_does_not_understand(void **state)
         {"bandwidth=1Gbit,latency=50us,slow=1.5:2", "'slow=1.5:2'"},
         {"bandwidth=1Gbit,latency=50us,slow=1:2+", "'slow=1:2+'"},
         {"bandwidth=1Gbit,latency=50us,jitter=1ms", "'jitter=1ms'"},
+        {"bandwidth=1Gbit,latency=50us,compute=walls", "'compute=walls'"},
+        {"bandwidth=1Gbit,latency=50us,compute=", "'compute='"},
         {"bandwidth=1Gbit,,latency=50us", "''"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        selsync_vnet n = {7, 7, 7};
+        selsync_vnet n = {7, 7, 7, 7};
         char err[512] = "";
         assert_int_equal(selsync_vnet_parse(bad[i].spec, 0, &n, err, sizeof err), SELSYNC_ECONFIG);
         assert_non_null(strstr(err, "SELSYNC_VIRTUAL="));
@@ -402,7 +413,7 @@ static void only_virtual_communicators_have_a_clock(void **state)
 {
     (void)state;
     selsync_comm single = selsync_comm_single();
-    selsync_vnet none = {0, 0, 1};
+    selsync_vnet none = {0, 0, 1, 0};
     selsync_comm out;
     char err[256];
     assert_int_equal(selsync_virtual_clock(&single, NULL), 0);
@@ -429,6 +440,23 @@ static void a_rank_that_sleeps_adds_no_computation(void **state)
     selsync_comm_virtual_free(&vc);
 }
 
+static void with_compute_wall_a_rank_that_sleeps_computes(void **state)
+{
+    (void)state;
+    mock_comm m;
+    selsync_comm vc;
+    char err[256];
+    struct timespec nap = {0, 200 * 1000 * 1000};
+    selsync_vnet wall = gigabit;
+    wall.wall = 1;
+    mock_init(&m, 0, 1);
+    assert_int_equal(selsync_comm_virtual(mock_as_comm(&m), &wall, NULL, &vc, err, sizeof err), SELSYNC_OK);
+    selsync_virtual_hold(&vc, 0);
+    nanosleep(&nap, NULL);
+    assert_true(clock_of(&vc).compute >= 0.2); /* the host's time, whatever the thread did */
+    selsync_comm_virtual_free(&vc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +476,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(failures_pass_through_and_leave_the_clock, setup, teardown),
         cmocka_unit_test(only_virtual_communicators_have_a_clock),
         cmocka_unit_test(a_rank_that_sleeps_adds_no_computation),
+        cmocka_unit_test(with_compute_wall_a_rank_that_sleeps_computes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,13 +34,17 @@ typedef struct selsync_vnet {
     double bandwidth; /* bytes per second of each rank's link, each way */
     double latency;   /* seconds per message */
     double slowdown;  /* this rank's compute time factor (1: as measured) */
+    int wall;         /* 1: computation is wall time, 0: the thread's CPU time */
 } selsync_vnet;
 
 /* Reads a SELSYNC_VIRTUAL value for rank `rank`:
- *   bandwidth=RATE,latency=TIME[,slow=R:F[+R:F...]]
+ *   bandwidth=RATE,latency=TIME[,slow=R:F[+R:F...]][,compute=cpu|wall]
  * RATE: a number with Gbit, Mbit or kbit (per second); TIME: a number with
- * s, ms or us; slow: rank R computes F times slower (F >= 1). On failure a
- * message naming the part at fault goes to err. */
+ * s, ms or us; slow: rank R computes F times slower (F >= 1); compute: what
+ * counts as computation, the CPU time of the rank's thread (cpu, the
+ * default) or the wall time between its collectives (wall: the time its
+ * host really took, for ranks on hosts of their own). On failure a message
+ * naming the part at fault goes to err. */
 selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out, char *err, size_t errlen);
 
 /* "1 Gbit/s, latency 50 us" (and this rank's slow-down, if any). */
@@ -59,11 +63,14 @@ double selsync_vnet_tree(const selsync_vnet *net, int ranks, double bytes);
 double selsync_vnet_among(const selsync_vnet *net, int ranks, int members, double bytes);
 double selsync_vnet_message(const selsync_vnet *net, double bytes);
 
-/* Seconds of CPU time the calling thread has used (the default clock). */
+/* Seconds of CPU time the calling thread has used (the default clock);
+ * seconds of a monotonic wall clock (compute=wall). */
 double selsync_thread_cpu_seconds(void);
+double selsync_wall_seconds(void);
 
 /* *out: inner's collectives with the virtual clock of net; cpu: the clock
- * of computation (NULL: selsync_thread_cpu_seconds). The clock starts at 0
+ * of computation (NULL: selsync_wall_seconds with net->wall, else
+ * selsync_thread_cpu_seconds). The clock starts at 0
  * and held: the training session releases it when its engine starts. Call
  * on the thread that issues the collectives. Free with
  * selsync_comm_virtual_free, which leaves inner alone. */
