@@ -103,12 +103,12 @@ if [ $emulated -eq 1 ]; then
     last() { grep -v "^#" "$1" | awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
         { b += $c["bytes_sent"]; t += $c["t_compute"] + $c["t_measure"] + $c["t_agree"] + $c["t_transfer"]
           v = $c["virtual_s"] } END { print b, t, v }'; }
-    set -- $(last "$r/metrics.0.tsv")
-    check "--emulated-clock: rank 0's clock $3 s counts its $1 bytes at 1 Gbit/s" \
-        'awk -v b="$1" -v v="$3" "BEGIN { exit !(b > 1e7 && v >= b / 125e6) }"'
-    set -- $(last "$r/metrics.1.tsv") "$1"
-    check "--emulated-clock: rank 1 keeps a clock too" 'awk -v v="$3" "BEGIN { exit !(v > 0) }"'
-    measured=$2
+    row0=$(last "$r/metrics.0.tsv")
+    bytes=$(echo "$row0" | cut -d " " -f 1) measured=$(echo "$row0" | cut -d " " -f 2)
+    clock=$(echo "$row0" | cut -d " " -f 3) clock1=$(last "$r/metrics.1.tsv" | cut -d " " -f 3)
+    check "--emulated-clock: rank 0's clock $clock s counts its $bytes bytes at 1 Gbit/s" \
+        'awk -v b="$bytes" -v v="$clock" "BEGIN { exit !(b > 1e7 && v >= b / 125e6) }"'
+    check "--emulated-clock: rank 1 keeps a clock too ($clock1 s)" 'awk -v v="$clock1" "BEGIN { exit !(v > 0) }"'
     tsv=$(ls "$work"/clock/*/summary.tsv)
     t=$(awk -F'\t' 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next } { print $c["training_s"] }' "$tsv")
     check "--emulated-clock: the table's training time $t s is the measured one" \
