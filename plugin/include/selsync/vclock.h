@@ -47,7 +47,7 @@ typedef struct selsync_vnet {
  * naming the part at fault goes to err. */
 selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out, char *err, size_t errlen);
 
-/* "1 Gbit/s, latency 50 us" (and this rank's slow-down, if any). */
+/* "1 Gbit/s, latency 50 us" (and this rank's slow-down and wall-time computation, if any). */
 void selsync_vnet_describe(const selsync_vnet *net, char *buf, size_t len);
 
 /* Modelled seconds of one operation moving `bytes` among `ranks`:
