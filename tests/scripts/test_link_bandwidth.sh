@@ -5,9 +5,10 @@
 # from host 0 to host 1 and back, each of 2 s worth of data at the
 # configured rate, measure a payload rate of 0.5 to 1.1 times that rate
 # (below it: TCP/IP headers count on the link; above it: the shaper's
-# burst). So does a message of 80 ms worth of data after an idle moment,
-# which a burst of 256 KB (the shaper's former setting) carried at 2.8 times
-# the rate. An unshaped link (rate 0) is faster than 1.1 x 160 Mbit/s, so
+# burst). A message of 80 ms worth of data after an idle moment measures
+# at most 1.1 times the rate; a burst of 256 KB (the shaper's former
+# setting) carried it at 2.8 times the rate. (Only the upper bound: such a
+# short transfer on a loaded machine measured 0.25 times the rate.) An unshaped link (rate 0) is faster than 1.1 x 160 Mbit/s, so
 # the bound can fail. Exits 77 (skipped) only where network namespaces are
 # not permitted.
 set -u
@@ -44,7 +45,7 @@ for mbit in 40 160; do
     check "$mbit Mbit/s: host 1 -> 0 within 0.5x-1.1x" 'within $((mbit * 1000000)) "$back" 0.5 1.1'
     short=$(transfer 0 1 $((mbit * 1000000 / 8 * 8 / 100)))
     echo "shaped to $mbit Mbit/s: 80 ms worth after an idle moment, $(awk -v m="$short" 'BEGIN { printf "%.1f", m / 1e6 }') Mbit/s"
-    check "$mbit Mbit/s: 80 ms worth after an idle moment within 0.5x-1.1x" 'within $((mbit * 1000000)) "$short" 0.5 1.1'
+    check "$mbit Mbit/s: 80 ms worth after an idle moment at most 1.1x" 'within $((mbit * 1000000)) "$short" 0 1.1'
     $cluster down "$name"
 done
 $cluster up "$name" 2 0
