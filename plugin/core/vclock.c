@@ -136,19 +136,15 @@ double selsync_vnet_message(const selsync_vnet *net, double bytes)
     return net->latency + bytes / net->bandwidth;
 }
 
-double selsync_thread_cpu_seconds(void)
+static double seconds_of(clockid_t id)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    clock_gettime(id, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-double selsync_wall_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+double selsync_thread_cpu_seconds(void) { return seconds_of(CLOCK_THREAD_CPUTIME_ID); }
+double selsync_wall_seconds(void) { return seconds_of(CLOCK_MONOTONIC); }
 
 /* ---- the communicator ---- */
 
