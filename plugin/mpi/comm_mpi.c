@@ -131,6 +131,13 @@ static struct {
 
 static _Thread_local int on_bg_thread;
 static int draining; /* the caller's thread runs the deferred sums (no thread) */
+/* The exit code of an abort the caller's thread has asked for (0: none).
+ * While the background thread is inside MPI it makes the MPI_Abort call
+ * itself (bg_check_abort), so that MPI still sees one thread at a time. */
+static int bg_abort_code;
+/* How long an abort waits for the background thread to leave MPI before
+ * it calls MPI_Abort anyway (a job that hangs is worse). */
+#define BG_ABORT_WAIT_S 10
 
 static mpi_ctx g = {
     .comm = MPI_COMM_NULL,
@@ -204,6 +211,25 @@ static selsync_status check_live(void *ctx, const void *buf, size_t n, const cha
 /* --- stall watch --------------------------------------------------------- */
 
 static void comm_abort(void *ctx, int code, const char *message);
+
+/* Ends the job with code (MPI_Abort; without MPI running, _Exit). */
+static _Noreturn void abort_job(int code)
+{
+    int init = 0, fin = 0;
+    MPI_Initialized(&init);
+    MPI_Finalized(&fin);
+    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
+    /* Not reached with MPI running; without it there is nobody to tell. */
+    _Exit(code);
+}
+
+/* On the background thread, inside MPI: ends the job if the caller's
+ * thread has asked for an abort (comm_abort). */
+static void bg_check_abort(void)
+{
+    int code = on_bg_thread ? __atomic_load_n(&bg_abort_code, __ATOMIC_ACQUIRE) : 0;
+    if (code) abort_job(code);
+}
 
 /* Every op starts here: names it for stall messages and counts the
  * collectives (every rank calls them in the same order, so the counts
@@ -337,6 +363,7 @@ static int watched_waitall(int n, MPI_Request *req, const int *peer, MPI_Status 
                 if (r != g.rank) note_send(r, NOTE_WAITING);
             told = 1;
         }
+        bg_check_abort();
         if (limit > 0 && t >= limit) stall_report(n, req, peer, t, 1);
         if (warn > 0 && t >= next_warn) {
             stall_report(n, req, peer, t, 0);
@@ -662,6 +689,7 @@ static int tcp_tick(void *user, double waited, int receiving)
     static double next_warn;
     char missing[48];
     (void)user;
+    bg_check_abort();
     snprintf(missing, sizeof missing, "for rank(s) %d", (g.rank + (receiving ? g.size - 1 : 1)) % g.size);
     if (waited < 0.15) next_warn = g.stall_warn; /* a new transfer's first tick */
     if (g.stall_timeout > 0 && waited >= g.stall_timeout) stall_say(missing, waited, 1);
@@ -985,6 +1013,8 @@ static selsync_status comm_bcast(void *ctx, void *buf, size_t bytes, int root)
     return SELSYNC_OK;
 }
 
+/* On the caller's thread only (the background thread's bytes are held
+ * apart in bytes_bg until wait_sums), so it needs no wait. */
 static uint64_t comm_bytes_sent(void *ctx)
 {
     (void)ctx;
@@ -999,19 +1029,33 @@ static void grace_before_abort(void)
     if (g.size > 1) nanosleep(&t, NULL);
 }
 
+/* Ends the job with code after the message, from any thread. On the
+ * caller's thread with the background thread started, the queue is held
+ * (the thread takes no further sum) and a sum in progress ends in the
+ * thread's own MPI_Abort; once the thread is idle, this thread calls it. */
+static void abort_with(int code, const char *message)
+{
+    code = code ? code : 1;
+    g.aborting = 1;
+    fprintf(stderr, "selsync: rank %d: %s\n", g.rank, message);
+    fflush(stderr);
+    grace_before_abort();
+    if (bg.started && !on_bg_thread) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += BG_ABORT_WAIT_S;
+        pthread_mutex_lock(&bg.mu); /* kept: the thread stays out of MPI */
+        __atomic_store_n(&bg_abort_code, code, __ATOMIC_RELEASE);
+        while (bg.busy && pthread_cond_timedwait(&bg.cv, &bg.mu, &until) == 0) {
+        }
+    }
+    abort_job(code);
+}
+
 static void comm_abort(void *ctx, int code, const char *message)
 {
     (void)ctx;
-    g.aborting = 1;
-    fprintf(stderr, "selsync: rank %d: %s\n", g.rank, message ? message : "aborting");
-    fflush(stderr);
-    int init = 0, fin = 0;
-    MPI_Initialized(&init);
-    MPI_Finalized(&fin);
-    grace_before_abort();
-    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
-    /* Not reached with MPI running; without it there is nobody to tell. */
-    _Exit(code ? code : 1);
+    abort_with(code, message ? message : "aborting");
 }
 
 /* A message is a run of pieces of chunk_elems(1) bytes ended by a shorter
@@ -1067,9 +1111,11 @@ static selsync_status comm_recv(void *ctx, int source, int tag, void *buf, size_
     return SELSYNC_OK;
 }
 
+/* The background thread's message is complete once it is idle. */
 static const char *comm_last_error(void *ctx)
 {
     (void)ctx;
+    if (bg.started && !on_bg_thread) (void)bg_idle();
     return g.last_error;
 }
 
@@ -1088,8 +1134,8 @@ static void *bg_main(void *arg)
     on_bg_thread = 1;
     pthread_mutex_lock(&bg.mu);
     for (;;) {
-        while (bg.count == 0 && !bg.stop) pthread_cond_wait(&bg.cv, &bg.mu);
-        if (bg.count == 0) break;
+        while ((bg.count == 0 || bg_abort_code) && !bg.stop) pthread_cond_wait(&bg.cv, &bg.mu);
+        if (bg.count == 0 || bg_abort_code) break;
         bg_sum job = bg.q[bg.head++];
         selsync_status st = bg.failed;
         bg.count--;
@@ -1222,11 +1268,7 @@ static void at_exit_handler(void)
     int fin = 0;
     MPI_Finalized(&fin);
     if (fin) return;
-    g.aborting = 1;
-    fprintf(stderr, "selsync: rank %d exited without finishing; aborting the job\n", g.rank);
-    fflush(stderr);
-    grace_before_abort();
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort_with(1, "exited without finishing; aborting the job");
 }
 
 /* Frees the communicators (after the notices still in flight and those

@@ -158,7 +158,7 @@
  *
  * The atexit handler: if the process exits while the communicator is active
  * (selsync_mpi_finalize not called, MPI not finalised), e.g. exit(1) on one
- * rank's error path, it prints "selsync: rank R exited without finishing;
+ * rank's error path, it prints "selsync: rank R: exited without finishing;
  * aborting the job" and calls MPI_Abort(MPI_COMM_WORLD, 1), so the other
  * ranks do not hang. The job's exit code is then 1, whatever exit() got.
  * Both this handler and the communicator's abort wait 1 s before

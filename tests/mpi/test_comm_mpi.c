@@ -16,6 +16,12 @@
  *       rank R calls the communicator's abort(5, "test abort") while the
  *       others wait in sum_f32: mpirun must return 5 and stderr hold
  *       "selsync: rank R: test abort". No watchdog in this mode.
+ *   mpirun -np N test_comm_mpi --abort-in-background R
+ *       the same, but rank R first starts a background sum of 4 MB
+ *       (sum_f32v_start) that no other rank joins, so that its background
+ *       thread is inside MPI when abort is called (the others wait in a
+ *       recv): the abort must still end the job with 5 (the thread makes
+ *       the MPI_Abort call itself).
  *   mpirun -np N test_comm_mpi --stall-rank R --stall-in OP --pid-file F
  *       a loop of STALL_STEPS steps (selsync_mpi_set_step), each an `any`
  *       of one flag, a sum_f32 of 4096 floats, a sum_f32v_among of them
@@ -714,6 +720,12 @@ static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
     if (!buf) return 1;
     C.ops->sum_f32(C.ctx, buf, n); /* everybody is up */
     if (g_rank == victim) {
+        selsync_segment all = {buf, n};
+        if (use_abort == 2) {
+            selsync_mpi_set_background_sums(1);
+            if (C.ops->sum_f32v_start(C.ctx, &all, 1, 1.0f) != SELSYNC_OK) return 1;
+            fprintf(stderr, "rank %d: background sum started\n", g_rank);
+        }
         sleep_ms(300);             /* let the others enter the next collective */
         if (use_abort) {
             fprintf(stderr, "rank %d: calling abort(5) mid-way\n", g_rank);
@@ -723,6 +735,12 @@ static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
         }
         fprintf(stderr, "rank %d: calling exit(3) mid-way\n", g_rank);
         exit(3);
+    }
+    if (use_abort == 2) { /* out of the victim's sum's way: a message never sent */
+        fprintf(stderr, "rank %d: waiting in recv\n", g_rank);
+        selsync_status r = C.ops->recv(C.ctx, victim, 99, buf, sizeof(float), NULL);
+        fprintf(stderr, "rank %d: recv returned %s\n", g_rank, selsync_status_str(r));
+        return 1;
     }
     fprintf(stderr, "rank %d: waiting in sum_f32\n", g_rank);
     double t0 = now();
@@ -751,8 +769,11 @@ int main(int argc, char **argv)
         } else if (strcmp(argv[i], "--abort-rank") == 0 && i + 1 < argc) {
             victim = atoi(argv[++i]);
             use_abort = 1;
+        } else if (strcmp(argv[i], "--abort-in-background") == 0 && i + 1 < argc) {
+            victim = atoi(argv[++i]);
+            use_abort = 2;
         } else {
-            fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R |\n"
+            fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R | --abort-in-background R |\n"
                             "    --stall-rank R --stall-in any|sum_f32|sum_f32v_among|sum_f32v_start --pid-file F]\n",
                     argv[0]);
             return 2;

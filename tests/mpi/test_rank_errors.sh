@@ -111,7 +111,7 @@ check "unreadable image: the message names it" 'grep -q "Cannot load image \"$wo
 # the rank whose shard holds the image (class 7), from rank 0's partition lines
 holder=$(sed -n 's/.*partition iid rank \([0-9]*\): .* 7:1.*/\1/p' "$work/image.out")
 check "unreadable image: the rank that met it ($holder, which holds class 7) is named" \
-    '[ -n "$holder" ] && { grep -q "selsync: rank $holder exited without finishing" "$work/image.out" ||
+    '[ -n "$holder" ] && { grep -q "selsync: rank $holder: exited without finishing" "$work/image.out" ||
                            grep -q "Process name: \[\[[0-9]*,1\],$holder\]" "$work/image.out"; }'
 
 [ "$fail" -gt 0 ] && for f in fed missing malformed delta spaced lists image; do echo "--- $f"; grep "selsync\|Cannot" "$work/$f.out" | head -8; done
