@@ -5,10 +5,13 @@
 #   scripts/test.sh -LE slow       (skip the slow ones)
 # When that passes, it builds build-sanitize/ (beside the build directory)
 # with -DSELSYNC_SANITIZE=ON (AddressSanitizer, LeakSanitizer and
-# UndefinedBehaviorSanitizer) and runs the `unit` and `darknet` labels there,
-# narrowed by the same extra arguments.
+# UndefinedBehaviorSanitizer) and runs the `unit`, `darknet` and `mpi`
+# labels there (not those that install or need network namespaces), then
+# build-tsan/ with -DSELSYNC_TSAN=ON (ThreadSanitizer) and its `tsan` label:
+# the transport and its background thread under real mpirun. Both narrowed
+# by the same extra arguments.
 # Environment: SELSYNC_BUILD_DIR (default build/) moves the build directory;
-# SELSYNC_TEST_SANITIZE=0 skips the sanitizer build and its tests.
+# SELSYNC_TEST_SANITIZE=0 skips the sanitizer builds and their tests.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${SELSYNC_BUILD_DIR:-$root/build}
@@ -32,5 +35,11 @@ fi
 echo "== sanitizer build: $sanitize (SELSYNC_TEST_SANITIZE=0 skips it)"
 cmake -S "$root" -B "$sanitize" -DSELSYNC_WERROR=ON -DSELSYNC_SANITIZE=ON >/dev/null
 cmake --build "$sanitize" -j "$(nproc)"
-cd "$sanitize"
-ctest --output-on-failure -j "$(nproc)" -L 'unit|darknet' "$@"
+(cd "$sanitize" && ctest --output-on-failure -j "$(nproc)" -L 'unit|darknet|mpi' -LE 'install|netns' "$@")
+
+tsan=$build-tsan
+echo "== ThreadSanitizer build: $tsan"
+cmake -S "$root" -B "$tsan" -DSELSYNC_WERROR=ON -DSELSYNC_TSAN=ON >/dev/null
+cmake --build "$tsan" -j "$(nproc)" --target tsan_tests
+cd "$tsan"
+ctest --output-on-failure -j "$(nproc)" -L tsan "$@"

@@ -609,12 +609,19 @@ static int run_single(int *argc, char ***argv)
 
 enum { STALL_STEPS = 6, STALL_AT = 3, STALL_FLOATS = 4096 };
 
-static volatile sig_atomic_t g_continued;
+/* Set by the SIGCONT handler, which may run on one of Open MPI's threads:
+ * atomic, not only volatile. */
+static int g_continued;
 
 static void on_cont(int sig)
 {
     (void)sig;
-    g_continued = 1;
+    __atomic_store_n(&g_continued, 1, __ATOMIC_RELEASE);
+}
+
+static int continued(void)
+{
+    return __atomic_load_n(&g_continued, __ATOMIC_ACQUIRE);
 }
 
 /* Writes this process's pid to path, complete when path appears. */
@@ -642,8 +649,8 @@ static void stall_point(int victim, const char *op, const char *here, int step, 
         MPI_Abort(MPI_COMM_WORLD, 2);
     }
     fprintf(stderr, "rank %d: at step %d before %s, waiting for SIGCONT\n", g_rank, step, op);
-    for (int i = 0; i < 6000 && !g_continued; ++i) sleep_ms(10);
-    fprintf(stderr, "rank %d: %s\n", g_rank, g_continued ? "continued" : "not stopped within 60 s");
+    for (int i = 0; i < 6000 && !continued(); ++i) sleep_ms(10);
+    fprintf(stderr, "rank %d: %s\n", g_rank, continued() ? "continued" : "not stopped within 60 s");
 }
 
 static int run_stall(int victim, const char *op, const char *pid_file, int *argc, char ***argv)

@@ -15,3 +15,6 @@
 set(ENV{ASAN_OPTIONS} "fast_unwind_on_malloc=0:allocator_may_return_null=1:detect_leaks=1:halt_on_error=1")
 set(ENV{LSAN_OPTIONS} "suppressions=${CMAKE_CURRENT_LIST_DIR}/lsan.supp:print_suppressions=0")
 set(ENV{UBSAN_OPTIONS} "print_stacktrace=1:halt_on_error=1")
+# ThreadSanitizer (-DSELSYNC_TSAN=ON): tsan.supp silences races inside Open
+# MPI's own threads and nothing else; the first report ends the process.
+set(ENV{TSAN_OPTIONS} "suppressions=${CMAKE_CURRENT_LIST_DIR}/tsan.supp:halt_on_error=1:second_deadlock_stack=1")
