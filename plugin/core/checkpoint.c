@@ -99,8 +99,8 @@ failed:;
                         "previous checkpoint is unchanged)", path, what, tmp, saved ? strerror(saved) : "short read");
 }
 
-selsync_status selsync_checkpoint_read(const char *path, int required, void **state, size_t *len, char *err,
-                                       size_t errlen)
+selsync_status selsync_checkpoint_read(const char *path, int required, uint64_t model_bytes, void **state,
+                                       size_t *len, char *err, size_t errlen)
 {
     trailer t;
     selsync_status st = SELSYNC_OK;
@@ -136,6 +136,12 @@ selsync_status selsync_checkpoint_read(const char *path, int required, void **st
         st = selsync_fail(err, errlen, SELSYNC_EMISMATCH, "[selsync] '%s': damaged checkpoint (%ld bytes; its "
                           "trailer says %llu bytes of weights and %llu of state)", path, size,
                           (unsigned long long)t.model_length, (unsigned long long)t.state_length);
+        goto out;
+    }
+    if (model_bytes && t.model_length != model_bytes) {
+        st = selsync_fail(err, errlen, SELSYNC_EMISMATCH, "[selsync] '%s': damaged checkpoint, or one of another "
+                          "network (its weights take %llu bytes; this network's take %llu)", path,
+                          (unsigned long long)t.model_length, (unsigned long long)model_bytes);
         goto out;
     }
     if (fseek(f, 0, SEEK_SET) != 0 || hash_stream(f, t.model_length, &h) != 0) goto io;

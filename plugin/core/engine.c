@@ -913,6 +913,12 @@ static int write_line(const selsync_engine *e)
            (isnan(s->t_virtual) ? fputc('\n', f) : fprintf(f, "\t%.6f\n", s->t_virtual)) < 0 ? -1 : 0;
 }
 
+/* Steps and counters a run can reach, and a restored state may hold:
+ * below 2^53, so that every figure derived from them stays exact and in
+ * range. A run stops with an error at the last one (selsync_after_update),
+ * so every state it writes can be restored. */
+#define MAX_RESTORED_COUNT (1ULL << 53)
+
 static selsync_status log_failed(selsync_engine *e)
 {
     return EFAIL(e, SELSYNC_EIO, "[selsync] writing metrics file '%s' failed: %s", e->log_path, strerror(errno));
@@ -925,6 +931,9 @@ selsync_status selsync_after_update(selsync_engine *e)
 
     if (!e) return SELSYNC_EINVAL;
     if ((st = check(e, 1)) != SELSYNC_OK) return st;
+    if (e->step + 1 >= MAX_RESTORED_COUNT)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] the step counter is at %" PRIu64 ", the most a run can count "
+                     "(2^53 - 1)", e->step);
     e->in_step = 0;
     e->step_open = 0;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
@@ -1002,7 +1011,7 @@ selsync_status selsync_serve(selsync_engine *e, FILE *trace, selsync_ssp_stats *
     if (!e->ssp_server || e->served)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_serve: only rank 0 with method = ssp serves, once");
     e->served = 1;
-    m = (selsync_model){e->t, e->nt, e->n_layers, 0};
+    m = (selsync_model){e->t, e->nt, e->n_layers, 0, 0};
     st = selsync_ssp_serve(&e->cfg, &e->comm, &m, trace, &s, e->err, sizeof e->err);
     e->broken = st != SELSYNC_OK;
     e->tot.bytes_sent += s.bytes_sent;
@@ -1148,9 +1157,17 @@ selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
     return SELSYNC_OK;
 }
 
-/* Steps and counters a run can reach: below 2^53, so that every figure
- * derived from them stays exact and in range. */
-#define MAX_RESTORED_COUNT (1ULL << 53)
+
+/* 1 when the n floats at p (any alignment) are all finite. */
+static int floats_finite(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + i * sizeof x, sizeof x);
+        if (!(x >= -FLT_MAX && x <= FLT_MAX)) return 0;
+    }
+    return 1;
+}
 
 static int nonneg_finite(double x) { return x >= 0 && x <= DBL_MAX; }
 
@@ -1174,7 +1191,20 @@ static const char *restored_fields_invalid(const selsync_engine *e, const snapsh
         memcpy(&x, pos + i * sizeof x, sizeof x);
         if (!nonneg_finite(x)) return "its gradient norms are negative or not finite";
     }
+    /* the saved parameters (the last average's, then the model's) and the
+     * gradient and momentum arrays: NaN would stop the run at its next step */
+    size_t floats = (h->has_snap ? e->n_trained : 0) + e->n_params + e->n_trained;
+    if (!floats_finite(pos + e->n_track * ((size_t)e->cfg.window + 1) * sizeof(double), floats))
+        return "its parameters, gradients or momentum are not finite";
     return NULL;
+}
+
+/* 1 when a format tag (7 bytes and a NUL) is printable ASCII, fit to quote. */
+static int printable_tag(const char tag[8])
+{
+    for (int i = 0; i < 7; i++)
+        if (tag[i] < 0x20 || tag[i] > 0x7e) return 0;
+    return tag[7] == '\0';
 }
 
 selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
@@ -1190,7 +1220,7 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
     if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is in format '%.7s', written by another "
                      "version of this program; this one reads '%s' (resume with the version that wrote it)",
-                     h.magic[7] == '\0' && memchr(h.magic, '\0', 7) == NULL ? h.magic : "unknown", snapshot_magic);
+                     printable_tag(h.magic) ? h.magic : "unknown", snapshot_magic);
     if (len != selsync_snapshot_size(e) ||
         h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
         h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))

@@ -63,6 +63,7 @@ struct selsync_session {
     uint64_t loads;              /* ... in this many batches */
     void *resume;                /* a checkpoint's state, until the engine takes it */
     size_t resume_len;
+    char resume_from[4096];      /* the checkpoint file it came from (messages) */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
     const char *metric;          /* evaluation: "top1" or "map50"; NULL: off */
     size_t heldout;              /* evaluation: held-out samples */
@@ -295,7 +296,7 @@ selsync_status selsync_session_load(selsync_session *s, const selsync_model *mod
                 return comm_failed(s, st, "sharing the initial weights");
     }
     if (s->rank == 0 && weights && *weights) {
-        if ((st = selsync_checkpoint_read(weights, required, &s->resume, &s->resume_len, s->err, sizeof s->err)))
+        if ((st = selsync_checkpoint_read(weights, required, s->model.file_bytes, &s->resume, &s->resume_len, s->err, sizeof s->err)))
             return st;
         len = s->resume_len;
     }
@@ -306,6 +307,7 @@ selsync_status selsync_session_load(selsync_session *s, const selsync_model *mod
     s->resume_len = len;
     if (s->world > 1 && (st = ops->bcast(s->comm.ctx, s->resume, len, 0)))
         return comm_failed(s, st, "sharing the checkpoint state");
+    snprintf(s->resume_from, sizeof s->resume_from, "%s", weights ? weights : "");
     if (s->rank == 0) say(s, "%s is a checkpoint: every rank resumes from its state", weights);
     return SELSYNC_OK;
 }
@@ -323,11 +325,12 @@ static selsync_status resume(selsync_session *s)
     if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0) goto mismatch;
     if (h.world != s->world)
         return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint was written by a job of %d ranks; this one has %d "
-                    "(run it with the same number of ranks)", s->cfg.file, h.world, s->world);
+                    "(run it with the same number of ranks)", s->resume_from, h.world, s->world);
     if (h.per_rank != per_rank || s->resume_len != sizeof h + (size_t)h.world * per_rank) goto mismatch;
     p += sizeof h + (size_t)s->rank * per_rank;
     memcpy(&next, p, sizeof next);
-    if (selsync_restore(s->engine, p + sizeof next, per_rank - sizeof next)) return engine_failed(s);
+    if (selsync_restore(s->engine, p + sizeof next, per_rank - sizeof next))
+        return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
     s->next_sample = s->trained_sample = (size_t)next;
     s->batches = h.batches;
     free(s->resume);
@@ -335,8 +338,8 @@ static selsync_status resume(selsync_session *s)
     if (s->rank == 0) say(s, "resumed at step %llu", (unsigned long long)selsync_session_steps(s));
     return SELSYNC_OK;
 mismatch:
-    return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint's state does not fit this network and [selsync] section "
-                "(written for another cfg?)", s->cfg.file);
+    return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint's state does not fit this network and the [selsync] "
+                "section of %s (written for another cfg?)", s->resume_from, s->cfg.file);
 }
 
 /* The engine, then the checkpoint's state; a virtual clock starts here,

@@ -336,7 +336,8 @@ static void hash_section(const char *type, int line, const cfg_option *options, 
 static void on_loaded(attachment *a, const char *weights)
 {
     int marked = a->ad->rank == 0 && weights && *weights && has_checkpoint_mark(weights);
-    selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, a->net->momentum != 0};
+    selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, a->net->momentum != 0,
+                           darknet_weights_bytes(a->net)};
     char host[64] = "";
     uint64_t cfg_hash = SELSYNC_HASH_START;
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");

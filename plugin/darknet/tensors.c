@@ -79,6 +79,43 @@ int darknet_map_network(network *net, selsync_tensor **out, size_t *n)
     return rc;
 }
 
+/* One layer's arrays in Darknet's weights file (save_convolutional_weights,
+ * save_connected_weights, save_batchnorm_weights and the local layer's),
+ * in floats; recurrent layers through their sublayers, as save_weights_upto
+ * writes them. */
+static size_t layer_file_floats(const layer *l)
+{
+    const layer *sub[8] = {0};
+    size_t n = 0, bn = l->batch_normalize ? 3 : 0;
+    switch (l->type) {
+    case CONVOLUTIONAL:
+    case DECONVOLUTIONAL: return (size_t)l->n * (1 + bn) + (size_t)l->nweights;
+    case CONNECTED: return (size_t)l->outputs * (1 + bn) + (size_t)l->outputs * (size_t)l->inputs;
+    case BATCHNORM: return 3 * (size_t)l->c;
+    case LOCAL:
+        return (size_t)l->outputs + (size_t)l->size * l->size * l->c * l->n * l->out_w * l->out_h;
+    case RNN:
+    case CRNN: sub[0] = l->input_layer, sub[1] = l->self_layer, sub[2] = l->output_layer; break;
+    case LSTM:
+        sub[0] = l->wi, sub[1] = l->wf, sub[2] = l->wo, sub[3] = l->wg;
+        sub[4] = l->ui, sub[5] = l->uf, sub[6] = l->uo, sub[7] = l->ug;
+        break;
+    case GRU: sub[0] = l->wz, sub[1] = l->wr, sub[2] = l->wh, sub[3] = l->uz, sub[4] = l->ur, sub[5] = l->uh; break;
+    default: return 0;
+    }
+    for (int i = 0; i < 8; ++i)
+        if (sub[i]) n += layer_file_floats(sub[i]);
+    return n;
+}
+
+size_t darknet_weights_bytes(const network *net)
+{
+    size_t floats = 0;
+    for (int i = 0; i < net->n; ++i)
+        if (!net->layers[i].dontsave) floats += layer_file_floats(&net->layers[i]);
+    return 3 * sizeof(int) + sizeof(size_t) + floats * sizeof(float);
+}
+
 uint64_t darknet_layout_hash(const network *net, const selsync_tensor *t, size_t n)
 {
     uint64_t h = 1469598103934665603ULL;

@@ -15,6 +15,11 @@
  * failure) and *n; -1 on out of memory. */
 int darknet_map_network(network *net, selsync_tensor **out, size_t *n);
 
+/* The size of the weights file Darknet's save_weights writes for net:
+ * its header (version 0.2: three ints and the images seen as a size_t),
+ * then every layer's arrays. */
+size_t darknet_weights_bytes(const network *net);
+
 /* FNV-1a over the layout: layer types and every tensor's size and kind. */
 uint64_t darknet_layout_hash(const network *net, const selsync_tensor *t, size_t n);
 

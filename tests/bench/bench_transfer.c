@@ -108,7 +108,7 @@ static void *xmalloc(size_t bytes)
 static selsync_engine *fused_engine(const selsync_comm *c, float *param, float *grad, size_t n)
 {
     selsync_tensor t[FUSED_LAYERS];
-    selsync_model m = {t, FUSED_LAYERS, FUSED_LAYERS, 0};
+    selsync_model m = {t, FUSED_LAYERS, FUSED_LAYERS, 0, 0};
     selsync_config cfg;
     selsync_engine *e = NULL;
     char err[512];

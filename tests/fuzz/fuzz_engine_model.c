@@ -18,7 +18,7 @@ void fuzz_engine_model_create(fuzz_engine_model *m, int shape)
         off += count[i];
     }
     for (int i = 0; i < FUZZ_PARAMS; i++) m->param[i] = 0.25f * (float)i;
-    m->model = (selsync_model){m->t, 4, 3, shape >= 2};
+    m->model = (selsync_model){m->t, 4, 3, shape >= 2, 0};
     m->comm = selsync_comm_single();
     selsync_config_default(&m->cfg, "fuzz.cfg", 1);
     const char *keys[][2] = {{"window", "3"}, {"warmup", "1"},

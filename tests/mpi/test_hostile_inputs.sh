@@ -16,7 +16,8 @@ cases=0
 
 # refused NAME NP PATTERN EVERY_RANK CMD...: CMD (under mpirun when NP > 1)
 # ends with exit status 1..123 and PATTERN in its output; EVERY_RANK=1: each
-# of the NP ranks prints a line with PATTERN.
+# of the NP ranks prints a line with PATTERN ("rank R: ..."); EVERY_RANK=n:
+# PATTERN appears NP times (a message of Darknet's own, without a rank).
 refused() {
     name=$1 np=$2 pattern=$3 every=$4; shift 4
     cases=$((cases + 1))
@@ -26,6 +27,9 @@ refused() {
     echo "case $name: exit $rc: $(grep -F -m1 -- "$pattern" "$work/$name.log" | cut -c1-200)"
     check "$name: exit status 1..123 (got $rc)" '[ $rc -ge 1 ] && [ $rc -le 123 ]'
     check "$name: message '$pattern'" 'grep -qF -- "$pattern" "$work/$name.log"'
+    if [ "$every" = n ]; then
+        check "$name: every rank reports it" '[ "$(grep -cF -- "$pattern" "$work/$name.log")" -ge "$np" ]'
+    fi
     if [ "$every" = 1 ]; then
         r=0
         while [ $r -lt "$np" ]; do
@@ -160,6 +164,15 @@ if op == "nan-ratio":        # engine head: magic 8, 8 u64 (ratio_n the 7th), th
     struct.pack_into("<Q", b, s + 40 + 56, 2**62)
 elif op == "negative-time":   # wall, after ratio
     struct.pack_into("<d", b, s + 40 + 80, -5.0)
+elif op == "escape-tag":      # the engine's format tag: a terminal escape and a newline
+    struct.pack_into("8s", b, s + 40, b"SS\x1b[2J\n\x00")
+elif op == "nan-momentum":    # the last float of the state: the last gradient (momentum) array's
+    struct.pack_into("<f", b, len(b) - 36, float("nan"))
+elif op == "empty-model":     # the state and trailer alone, the trailer saying 0 bytes of weights
+    b = b[model:]
+    struct.pack_into("<Q", b, len(b) - 32, 0)
+elif op.startswith("step="):  # the engine's step (6th u64 of its head)
+    struct.pack_into("<Q", b, s + 40 + 48, int(op[5:]))
 reseal()
 open(sys.argv[3], "wb").write(b)
 EOF
@@ -172,7 +185,7 @@ size=$(wc -c <"$ck")
 head -c $((size - 100)) "$ck" >"$work/cut-end.weights"
 refused checkpoint_cut_end 1 "damaged checkpoint" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/cut-end.weights"
 head -c 2000 "$ck" >"$work/cut-weights.weights"
-refused checkpoint_cut_in_weights 1 "damaged checkpoint" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/cut-weights.weights"
+refused checkpoint_cut_in_weights 1 "cut-weights.weights: ends inside layer" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/cut-weights.weights"
 { head -c 1000 "$ck"; tail -c +1101 "$ck"; } >"$work/hole.weights"
 refused checkpoint_bytes_missing 1 "damaged checkpoint" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/hole.weights"
 cp "$ck" "$work/flip.weights"; printf 'X' | dd of="$work/flip.weights" bs=1 seek=500 conv=notrunc 2>/dev/null
@@ -180,14 +193,71 @@ refused checkpoint_weights_flipped 1 "do not match its checksum" 0 "$darknet" cl
 cp "$ck" "$work/flip-state.weights"; printf 'X' | dd of="$work/flip-state.weights" bs=1 seek=$((size - 40)) conv=notrunc 2>/dev/null
 refused checkpoint_state_flipped 1 "do not match its checksum" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/flip-state.weights"
 python3 "$work/ckpt.py" nan-ratio "$ck" "$work/nan-ratio.weights"
-refused checkpoint_nan_ratio 1 "the saved state is damaged: its transfer ratio" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/nan-ratio.weights"
+refused checkpoint_nan_ratio 1 "$work/nan-ratio.weights: [selsync] the saved state is damaged: its transfer ratio" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/nan-ratio.weights"
 python3 "$work/ckpt.py" negative-time "$ck" "$work/negative-time.weights"
 refused checkpoint_negative_time 1 "the saved state is damaged: its times" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/negative-time.weights"
+python3 "$work/ckpt.py" escape-tag "$ck" "$work/escape-tag.weights"
+refused checkpoint_escape_tag 1 "$work/escape-tag.weights: [selsync] the saved state is in format 'unknown'" 0 \
+    "$darknet" classifier train "$data" "$work/resume.cfg" "$work/escape-tag.weights"
+check "checkpoint_escape_tag: no escape code on the terminal" '! grep -q "$(printf "\033")" "$work/checkpoint_escape_tag.log"'
+python3 "$work/ckpt.py" nan-momentum "$ck" "$work/nan-momentum.weights"
+refused checkpoint_nan_momentum 1 \
+    "$work/nan-momentum.weights: [selsync] the saved state is damaged: its parameters, gradients or momentum are not finite" 0 \
+    "$darknet" classifier train "$data" "$work/resume.cfg" "$work/nan-momentum.weights"
+python3 "$work/ckpt.py" empty-model "$ck" "$work/empty-model.weights"
+refused checkpoint_empty_model 1 "empty-model.weights': damaged checkpoint, or one of another network (its weights take 0 bytes; this network's take " 0 \
+    "$darknet" classifier train "$data" "$work/resume.cfg" "$work/empty-model.weights"
+python3 "$work/ckpt.py" step=9007199254740992 "$ck" "$work/step-over.weights"
+refused checkpoint_step_over 1 "$work/step-over.weights: [selsync] the saved state is damaged: its step counters" 0 \
+    "$darknet" classifier train "$data" "$work/resume.cfg" "$work/step-over.weights"
+# the last step a run can count is accepted, and the run stops at it with a
+# message instead of writing a checkpoint it could not resume
+python3 "$work/ckpt.py" step=9007199254740991 "$ck" "$work/step-last.weights"
+refused checkpoint_step_last 1 "the step counter is at 9007199254740991, the most a run can count" 0 \
+    "$darknet" classifier train "$data" "$work/resume.cfg" "$work/step-last.weights"
 refused checkpoint_other_rank_count 2 "the checkpoint was written by a job of 1 ranks; this one has 2" 1 \
     "$darknet" classifier train "$data" "$work/resume.cfg" "$ck"
 { base 5; printf '\n[selsync]\npartition=seldp\nwindow=7\n'; } >"$work/resume-w7.cfg"
-refused checkpoint_other_window 1 "does not fit this network and [selsync] section" 0 \
+refused checkpoint_other_window 1 "does not fit this network and the [selsync]" 0 \
     "$darknet" classifier train "$data" "$work/resume-w7.cfg" "$ck"
+
+# --- weights files that are not this network's: refused on every rank -------------
+# plain Darknet weights: the checkpoint without the plugin's state and
+# trailer, and without its mark (the header's revision, Darknet's 0)
+python3 - "$ck" "$work/plain.weights" <<'EOF'
+import struct, sys
+b = bytearray(open(sys.argv[1], "rb").read())
+b = b[:struct.unpack("<Q", b[-32:-24])[0]]
+b[8:12] = bytes(4)
+open(sys.argv[2], "wb").write(b)
+EOF
+plain=$(wc -c <"$work/plain.weights")
+: >"$work/zero.weights"
+refused weights_zero_bytes 2 "$work/zero.weights: too short for a weights file's header (0 bytes)" n \
+    "$darknet" classifier train "$data" "$work/bsp.cfg" "$work/zero.weights"
+head -c 10 "$work/plain.weights" >"$work/header-cut.weights"
+refused weights_header_cut 1 "$work/header-cut.weights: too short for a weights file's header" 0 \
+    "$darknet" classifier train "$data" "$work/bsp.cfg" "$work/header-cut.weights"
+head -c $((plain - 6)) "$work/plain.weights" >"$work/cut.weights"
+refused weights_cut_in_layer 2 "$work/cut.weights: ends inside layer " n \
+    "$darknet" classifier train "$data" "$work/bsp.cfg" "$work/cut.weights"
+head -c 20 "$work/plain.weights" >"$work/header-only.weights"
+refused weights_header_only 2 "$work/header-only.weights: holds no layer's weights (20 bytes)" n \
+    "$darknet" classifier train "$data" "$work/bsp.cfg" "$work/header-only.weights"
+# darknet partial's prefix (the first layer; layer 1, a max pool, has no weights): trains,
+# saying which layers it held
+"$darknet" partial "$work/bsp.cfg" "$work/plain.weights" "$work/first.weights" 1 >"$work/partial.log" 2>&1
+cases=$((cases + 1))
+mpi -np 2 "$darknet" classifier train "$data" "$work/bsp.cfg" "$work/first.weights" >"$work/weights_prefix.log" 2>&1
+rc=$?
+echo "case weights_prefix: exit $rc: $(grep -m1 'holds the weights' "$work/weights_prefix.log")"
+check "weights_prefix: a layer-boundary prefix trains (rc $rc)" \
+    '[ $rc -eq 0 ] && grep -q "summary: method=bsp" "$work/weights_prefix.log"'
+check "weights_prefix: says which layers it held" \
+    'grep -q "first.weights holds the weights of the layers before layer 2 only" "$work/weights_prefix.log"'
+timeout 120 "$darknet" classifier train "$data" "$work/bsp.cfg" "$work/plain.weights" >"$work/weights_whole.log" 2>&1
+check "weights_whole: the whole file trains without a note" \
+    '[ $? -eq 0 ] && ! grep -q "holds the weights" "$work/weights_whole.log"'
 
 # --- partitions at the extremes: train or refuse cleanly, never a signal ----------
 for a in 4.9406564584124654e-324 2.2250738585072014e-308 1e-300 1e300 1.7976931348623157e308; do

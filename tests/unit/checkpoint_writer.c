@@ -38,7 +38,7 @@ static int check(const char *path)
     size_t len;
     unsigned long n;
     if (access(path, F_OK) != 0) return 0; /* killed before the first rename */
-    if (selsync_checkpoint_read(path, 1, &state, &len, err, sizeof err) != SELSYNC_OK || !state) {
+    if (selsync_checkpoint_read(path, 1, 0, &state, &len, err, sizeof err) != SELSYNC_OK || !state) {
         fprintf(stderr, "not a whole checkpoint: %s\n", state ? err : "no state");
         return 1;
     }

@@ -67,7 +67,7 @@ static void test_round_trip(void **state)
                                              sizeof f->err), SELSYNC_OK);
     assert_int_equal(access(f->tmp, F_OK), -1); /* renamed */
     assert_int_equal(file_size(f->path), 5 + sizeof state_bytes + 32);
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
     assert_int_equal(len, sizeof state_bytes);
     assert_memory_equal(got, state_bytes, len);
     free(got);
@@ -77,6 +77,11 @@ static void test_round_trip(void **state)
     assert_int_equal(fread(head, 1, 5, i), 5);
     fclose(i);
     assert_string_equal(head, "MODEL");
+    /* the host's model takes another number of bytes: refused, the sizes named */
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 6, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
+    assert_non_null(strstr(f->err, "its weights take 5 bytes; this network's take 6"));
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 5, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
+    free(got);
 }
 
 static void test_plain_file_has_no_state(void **state)
@@ -85,14 +90,14 @@ static void test_plain_file_has_no_state(void **state)
     void *got = (void *)1;
     size_t len = 9;
     write_file(f->path, "a plain weights file, longer than a trailer");
-    assert_int_equal(selsync_checkpoint_read(f->path, 0, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_checkpoint_read(f->path, 0, 0, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
     assert_null(got);
     assert_int_equal(len, 0);
     write_file(f->path, "short");
-    assert_int_equal(selsync_checkpoint_read(f->path, 0, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_checkpoint_read(f->path, 0, 0, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
     assert_null(got);
     /* the host knows it as a checkpoint: without a trailer it is damaged */
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
     assert_non_null(strstr(f->err, "trailer is missing"));
     assert_null(got);
 }
@@ -132,18 +137,18 @@ static void test_cut_or_damaged_weights_detected(void **state)
     const size_t model = 100000;
     seal_sample(f, model);
     cut_bytes(f->path, file_size(f->path) - 100, 100); /* the last 100 bytes */
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
     assert_non_null(strstr(f->err, "damaged checkpoint"));
     seal_sample(f, model);
     cut_bytes(f->path, 5000, 100); /* inside the weights, trailer intact */
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
     assert_non_null(strstr(f->err, "trailer says 100000 bytes of weights"));
     seal_sample(f, model);
     FILE *io = fopen(f->path, "r+b");
     fseek(io, 77777, SEEK_SET); /* a byte of the weights */
     fputc('X', io);
     fclose(io);
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
     assert_non_null(strstr(f->err, "do not match its checksum"));
     assert_null(got);
 }
@@ -161,7 +166,7 @@ static void test_damage_detected(void **state)
     fseek(io, 7, SEEK_SET); /* a byte of the state */
     fputc('X', io);
     fclose(io);
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_EMISMATCH);
     assert_non_null(strstr(f->err, "damaged checkpoint"));
     assert_non_null(strstr(f->err, f->path));
     assert_null(got);
@@ -172,7 +177,7 @@ static void test_missing_file(void **state)
     fx *f = *state;
     void *got;
     size_t len;
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_EIO);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_EIO);
     assert_non_null(strstr(f->err, "cannot open"));
 }
 
@@ -190,7 +195,7 @@ static void test_failed_seal_keeps_previous(void **state)
     assert_int_equal(selsync_checkpoint_seal(f->tmp, bad, "s2", 2, f->err, sizeof f->err), SELSYNC_EIO);
     assert_non_null(strstr(f->err, "the previous checkpoint is unchanged"));
     assert_int_equal(access(f->tmp, F_OK), -1); /* removed */
-    assert_int_equal(selsync_checkpoint_read(f->path, 1, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_checkpoint_read(f->path, 1, 0, &got, &len, f->err, sizeof f->err), SELSYNC_OK);
     assert_memory_equal(got, "s1", 2);
     free(got);
 }

@@ -54,7 +54,7 @@ static int setup(void **state)
         f->t[i] = (selsync_tensor){p[i], g[i], counts[i], layer[i],
                                    g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT};
     }
-    f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0};
+    f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
     mock_init(&f->mock, 0, 2);
     f->comm = mock_as_comm(&f->mock);
@@ -306,7 +306,7 @@ static void test_norm_of_a_large_tensor(void **state)
     fx *f = *state;
     static float p[N], g[N];
     selsync_tensor t = {p, g, N, 0, SELSYNC_TENSOR_TRAINED};
-    selsync_model m = {&t, 1, 1, 1};
+    selsync_model m = {&t, 1, 1, 1, 0};
     double own = 0;
     f->cfg.warmup = 0;
     f->cfg.delta = 1e30;

@@ -56,7 +56,7 @@ static int setup(void **state)
     snprintf(f->ckpt, sizeof f->ckpt, "%s/ck.weights", f->dir);
     snprintf(f->chart, sizeof f->chart, "%s/chart.png", f->dir);
     f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED};
-    f->model = (selsync_model){&f->t, 1, 1, 0};
+    f->model = (selsync_model){&f->t, 1, 1, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_BSP;
     *state = f;

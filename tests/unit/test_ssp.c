@@ -45,7 +45,7 @@ static int setup(void **state)
     memcpy(f->s, s, sizeof s);
     f->t[0] = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED};
     f->t[1] = (selsync_tensor){f->s, NULL, 2, 0, SELSYNC_TENSOR_STAT};
-    f->model = (selsync_model){f->t, 2, 1, 0};
+    f->model = (selsync_model){f->t, 2, 1, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_SSP;
     f->cfg.ssp_staleness = 0;

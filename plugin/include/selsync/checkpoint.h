@@ -19,6 +19,7 @@
 #define SELSYNC_CHECKPOINT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "selsync/status.h"
 
@@ -36,9 +37,10 @@ selsync_status selsync_checkpoint_seal(const char *tmp, const char *path, const 
  * *state = NULL, *len = 0, SELSYNC_OK, unless required (the host knows the
  * file as a checkpoint): then it is damaged. A damaged file (no trailer when
  * required, a size that does not match the trailer, content that does not
- * match the checksum) is SELSYNC_EMISMATCH; an unreadable file SELSYNC_EIO.
+ * match the checksum, a model part of another size than model_bytes when
+ * that is not 0) is SELSYNC_EMISMATCH; an unreadable file SELSYNC_EIO.
  * Messages name the file. */
-selsync_status selsync_checkpoint_read(const char *path, int required, void **state, size_t *len, char *err,
-                                       size_t errlen);
+selsync_status selsync_checkpoint_read(const char *path, int required, uint64_t model_bytes, void **state,
+                                       size_t *len, char *err, size_t errlen);
 
 #endif

@@ -27,6 +27,9 @@ typedef struct selsync_model {
      * clearing it): the engine then measures grad minus the residual it saw
      * right after the previous update. */
     int grad_keeps_residual;
+    /* The bytes of the framework's own model file for this network (the
+     * part of a checkpoint before its state); 0: unknown, not checked. */
+    size_t file_bytes;
 } selsync_model;
 
 #endif
