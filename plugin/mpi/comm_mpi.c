@@ -3,6 +3,7 @@
  * mpi.h. One module-wide context: MPI_COMM_WORLD exists once per process. */
 #include "comm_mpi.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include <mpi.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -1335,6 +1337,28 @@ static double ring_trial(float *buf, size_t n)
  * when every rank has a host of its own and a 4 MiB trial sum is faster
  * over TCP than over MPI, else MPI. Collective. */
 enum { LINKS_MPI, LINKS_AUTO, LINKS_TCP };
+/* The ring's listener closed a connection that was not its neighbour's. */
+static void ignored_connection(void *user, const char *why)
+{
+    (void)user;
+    fprintf(stderr, "selsync: rank %d: the ring's listener ignored a connection %s\n", g.rank, why);
+    fflush(stderr);
+}
+
+/* Fills token with random bytes (rank 0's is the job's); 0 on failure. */
+static int job_token(unsigned char token[TCP_TOKEN_BYTES])
+{
+    if (g.rank != 0) return 1;
+    size_t got = 0;
+    while (got < TCP_TOKEN_BYTES) {
+        ssize_t k = getrandom(token + got, TCP_TOKEN_BYTES - got, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return 0;
+        got += (size_t)k;
+    }
+    return 1;
+}
+
 static selsync_status ring_links(const char *mode)
 {
     int want = !mode || !*mode || !strcmp(mode, "auto") ? LINKS_AUTO : !strcmp(mode, "tcp") ? LINKS_TCP : LINKS_MPI;
@@ -1362,17 +1386,26 @@ static selsync_status ring_links(const char *mode)
     uint32_t mine[3] = {me.sin_addr.s_addr, me.sin_port, (uint32_t)ok}, *peers = malloc((size_t)g.size * sizeof mine);
     if (!peers || MPI_Allgather(mine, 3, MPI_UINT32_T, peers, 3, MPI_UINT32_T, g.comm) != MPI_SUCCESS) ok = 0;
     int right = (g.rank + 1) % g.size, left = (g.rank + g.size - 1) % g.size;
+    /* only the left neighbour may connect: from its address, with the job's token */
+    tcp_peer self = {g.rank, me.sin_addr, {0}}, expect = {left, {0}, {0}};
+    if (ok && !job_token(self.token)) {
+        snprintf(why, sizeof why, "no random bytes for the job's token: %s", strerror(errno));
+        ok = 0;
+    }
+    if (MPI_Bcast(self.token, TCP_TOKEN_BYTES, MPI_BYTE, 0, g.comm) != MPI_SUCCESS) ok = 0;
+    memcpy(expect.token, self.token, TCP_TOKEN_BYTES);
+    if (peers) expect.addr.s_addr = peers[3 * left];
     if (ok && peers[3 * right + 2]) {
         struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = (in_port_t)peers[3 * right + 1]};
         to.sin_addr.s_addr = peers[3 * right];
-        ok = tcp_connect(&to, g.rank, &g.tcp_out, why, sizeof why) == 0;
+        ok = tcp_connect(&self, &to, &g.tcp_out, why, sizeof why) == 0;
     } else if (ok) {
         snprintf(why, sizeof why, "rank %d has no listening socket", right);
         ok = 0;
     }
     free(peers);
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, g.comm); /* every connection is queued before any accept */
-    if (all) ok = tcp_accept(lfd, left, 30, &g.tcp_in, why, sizeof why) == 0;
+    if (all) ok = tcp_accept(lfd, &expect, 30, ignored_connection, NULL, &g.tcp_in, why, sizeof why) == 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_LAND, g.comm);
     if (lfd >= 0) close(lfd);
     if (all && want == LINKS_AUTO) { /* the faster of the two */

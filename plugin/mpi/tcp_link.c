@@ -18,6 +18,13 @@
 
 #define TICK_MS 100
 #define CONNECT_S 10
+#define GREETING_S 3 /* a connection's greeting must arrive within this */
+
+/* A greeting: the rank (network order), then the job's token. */
+typedef struct greeting {
+    uint32_t rank;
+    unsigned char token[TCP_TOKEN_BYTES];
+} greeting;
 
 static int fail(char *err, size_t len, const char *what)
 {
@@ -93,14 +100,38 @@ static int whole(int fd, void *buf, size_t n, int out)
     return 0;
 }
 
-int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, size_t len)
+/* Reads all n bytes of a small message from a blocking socket within s
+ * seconds; -1 on a timeout, an error or the end of the stream. */
+static int read_within(int fd, void *buf, size_t n, double s)
 {
-    uint32_t id = htonl((uint32_t)rank);
-    char where[64];
-    snprintf(where, sizeof where, "connect to %s:%d", inet_ntoa(addr->sin_addr), ntohs(addr->sin_port));
+    double end = now_s() + s;
+    for (size_t done = 0; done < n;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        double left = end - now_s();
+        int r = left > 0 ? poll(&p, 1, (int)(left * 1000) + 1) : 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        ssize_t k = recv(fd, (char *)buf + done, n - done, 0);
+        if (k < 0 && errno == EINTR) continue;
+        if (k <= 0) return -1;
+        done += (size_t)k;
+    }
+    return 0;
+}
+
+int tcp_connect(const tcp_peer *me, const struct sockaddr_in *addr, int *fd, char *err, size_t len)
+{
+    greeting hello = {htonl((uint32_t)me->rank), {0}};
+    struct sockaddr_in from = {.sin_family = AF_INET, .sin_addr = me->addr};
+    char where[64], to[INET_ADDRSTRLEN] = "?";
+    memcpy(hello.token, me->token, sizeof hello.token);
+    inet_ntop(AF_INET, &addr->sin_addr, to, sizeof to);
+    snprintf(where, sizeof where, "connect to %s:%d", to, ntohs(addr->sin_port));
     if ((*fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0)) < 0) return fail(err, len, "socket");
-    /* within CONNECT_S (a firewall that drops the packets would otherwise hold it for minutes) */
-    int rc = connect(*fd, (const struct sockaddr *)addr, sizeof *addr), e = 0;
+    /* from the address the listener expects; within CONNECT_S (a firewall
+     * that drops the packets would otherwise hold it for minutes) */
+    int rc = bind(*fd, (const struct sockaddr *)&from, sizeof from), e = 0;
+    if (rc == 0) rc = connect(*fd, (const struct sockaddr *)addr, sizeof *addr);
     socklen_t elen = sizeof e;
     if (rc != 0 && errno == EINPROGRESS) {
         struct pollfd p = {*fd, POLLOUT, 0};
@@ -110,7 +141,7 @@ int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, si
         if (e) errno = e;
     }
     if (rc == 0) fcntl(*fd, F_SETFL, fcntl(*fd, F_GETFL) & ~O_NONBLOCK);
-    if (rc != 0 || whole(*fd, &id, sizeof id, 1) != 0) {
+    if (rc != 0 || whole(*fd, &hello, sizeof hello, 1) != 0) {
         fail(err, len, where);
         close(*fd);
         *fd = -1;
@@ -120,26 +151,48 @@ int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, si
     return 0;
 }
 
-int tcp_accept(int lfd, int expect, double timeout_s, int *fd, char *err, size_t len)
+int tcp_accept(int lfd, const tcp_peer *expect, double timeout_s, void (*ignored)(void *user, const char *why),
+               void *user, int *fd, char *err, size_t len)
 {
-    struct pollfd p = {lfd, POLLIN, 0};
-    uint32_t id = 0;
+    double end = now_s() + timeout_s;
+    char want[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &expect->addr, want, sizeof want);
     *fd = -1;
-    int r = poll(&p, 1, (int)(timeout_s * 1000));
-    if (r == 0) {
-        snprintf(err, len, "no connection from rank %d within %.0f s", expect, timeout_s);
-        return -1;
+    for (;;) {
+        struct pollfd p = {lfd, POLLIN, 0};
+        double left = end - now_s();
+        int r = left > 0 ? poll(&p, 1, (int)(left * 1000) + 1) : 0;
+        if (r < 0 && errno == EINTR) continue;
+        if (r == 0) {
+            snprintf(err, len, "no connection from rank %d (%s) within %.0f s", expect->rank, want, timeout_s);
+            return -1;
+        }
+        struct sockaddr_in from;
+        socklen_t flen = sizeof from;
+        int c = r < 0 ? -1 : accept4(lfd, (struct sockaddr *)&from, &flen, SOCK_CLOEXEC);
+        if (c < 0 && (errno == EINTR || errno == ECONNABORTED)) continue;
+        if (c < 0) return fail(err, len, "accept");
+        greeting hello;
+        char who[INET_ADDRSTRLEN + 8] = "?", why[160];
+        inet_ntop(AF_INET, &from.sin_addr, who, INET_ADDRSTRLEN);
+        snprintf(who + strlen(who), 8, ":%d", ntohs(from.sin_port));
+        left = end - now_s();
+        if (from.sin_addr.s_addr != expect->addr.s_addr)
+            snprintf(why, sizeof why, "from %s: not rank %d's address %s", who, expect->rank, want);
+        else if (read_within(c, &hello, sizeof hello, left < GREETING_S ? left : GREETING_S) != 0)
+            snprintf(why, sizeof why, "from %s: no greeting within %d s", who, GREETING_S);
+        else if ((int)ntohl(hello.rank) != expect->rank)
+            snprintf(why, sizeof why, "from %s: it says rank %u, not rank %d", who, ntohl(hello.rank), expect->rank);
+        else if (memcmp(hello.token, expect->token, sizeof hello.token) != 0)
+            snprintf(why, sizeof why, "from %s: without this job's token", who);
+        else {
+            tune(c);
+            *fd = c;
+            return 0;
+        }
+        close(c);
+        if (ignored) ignored(user, why);
     }
-    if (r < 0 || (*fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) return fail(err, len, "accept");
-    if (whole(*fd, &id, sizeof id, 0) != 0 || (int)ntohl(id) != expect) {
-        if (id) snprintf(err, len, "the connection came from rank %d, not rank %d", (int)ntohl(id), expect);
-        else fail(err, len, "reading the connecting rank");
-        close(*fd);
-        *fd = -1;
-        return -1;
-    }
-    tune(*fd);
-    return 0;
 }
 
 /* Moves up to what the socket takes of pieces v[*at ..] (*off into the

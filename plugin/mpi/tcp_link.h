@@ -16,12 +16,26 @@
  * to in *addr; the interface's name in name (at least 16 bytes). */
 int tcp_listen(const char *ifname, int *fd, struct sockaddr_in *addr, char *name, char *err, size_t len);
 
-/* Connects to addr (within 10 s) and sends this rank's number (the
- * listener checks it). */
-int tcp_connect(const struct sockaddr_in *addr, int rank, int *fd, char *err, size_t len);
+/* A rank as the ring's links know it: its number, the address it listens
+ * on and connects from, and the job's random token (the same on every rank,
+ * exchanged over MPI), which its greeting carries. */
+#define TCP_TOKEN_BYTES 16
+typedef struct tcp_peer {
+    int rank;
+    struct in_addr addr;
+    unsigned char token[TCP_TOKEN_BYTES];
+} tcp_peer;
 
-/* Accepts on lfd, within timeout_s, the connection of rank `expect`. */
-int tcp_accept(int lfd, int expect, double timeout_s, int *fd, char *err, size_t len);
+/* Connects from me->addr (any port) to addr, within 10 s, and greets: me's
+ * rank and token. */
+int tcp_connect(const tcp_peer *me, const struct sockaddr_in *addr, int *fd, char *err, size_t len);
+
+/* Accepts on lfd, within timeout_s, the connection of `expect`: from its
+ * address, greeting with its rank and token within a few seconds. Any
+ * other connection is closed and told to ignored(user, why) (may be NULL),
+ * and the wait goes on for the expected one. */
+int tcp_accept(int lfd, const tcp_peer *expect, double timeout_s, void (*ignored)(void *user, const char *why),
+               void *user, int *fd, char *err, size_t len);
 
 /* What a transfer calls (either may be NULL): tick about every 100 ms
  * while it waits, with the seconds waited so far and whether it still

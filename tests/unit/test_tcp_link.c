@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <arpa/inet.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,18 +23,27 @@ typedef struct pair {
     int a[2], b[2];
 } pair;
 
+/* rank r of a job on the loopback interface, with the token 1, 2, ..., 16 */
+static tcp_peer loopback_rank(int r)
+{
+    tcp_peer p = {r, {htonl(INADDR_LOOPBACK)}, {0}};
+    for (int i = 0; i < TCP_TOKEN_BYTES; i++) p.token[i] = (unsigned char)(i + 1);
+    return p;
+}
+
 static void connect_pair(pair *p)
 {
     int la, lb;
     struct sockaddr_in aa, ab;
     char name[16], err[200];
+    tcp_peer r0 = loopback_rank(0), r1 = loopback_rank(1);
     assert_int_equal(tcp_listen("lo", &la, &aa, name, err, sizeof err), 0);
     assert_string_equal(name, "lo");
     assert_int_equal(tcp_listen("lo", &lb, &ab, name, err, sizeof err), 0);
-    assert_int_equal(tcp_connect(&ab, 0, &p->a[0], err, sizeof err), 0); /* rank 0 -> rank 1 */
-    assert_int_equal(tcp_connect(&aa, 1, &p->b[0], err, sizeof err), 0); /* rank 1 -> rank 0 */
-    assert_int_equal(tcp_accept(la, 1, 5, &p->a[1], err, sizeof err), 0);
-    assert_int_equal(tcp_accept(lb, 0, 5, &p->b[1], err, sizeof err), 0);
+    assert_int_equal(tcp_connect(&r0, &ab, &p->a[0], err, sizeof err), 0); /* rank 0 -> rank 1 */
+    assert_int_equal(tcp_connect(&r1, &aa, &p->b[0], err, sizeof err), 0); /* rank 1 -> rank 0 */
+    assert_int_equal(tcp_accept(la, &r1, 5, NULL, NULL, &p->a[1], err, sizeof err), 0);
+    assert_int_equal(tcp_accept(lb, &r0, 5, NULL, NULL, &p->b[1], err, sizeof err), 0);
     close(la);
     close(lb);
 }
@@ -96,19 +107,70 @@ static void test_full_duplex_transfer(void **state)
     close_pair(&p);
 }
 
-static void test_wrong_rank_refused(void **state)
+/* What the listener ignored, in order. */
+typedef struct ignored_log {
+    char why[4][160];
+    int n;
+} ignored_log;
+
+static void note_ignored(void *user, const char *why)
+{
+    ignored_log *log = user;
+    if (log->n < 4) snprintf(log->why[log->n], sizeof log->why[0], "%s", why);
+    log->n++;
+}
+
+/* Connects as `who` to addr and returns the socket. */
+static int connect_as(tcp_peer who, const struct sockaddr_in *addr)
+{
+    int c;
+    char err[200];
+    assert_int_equal(tcp_connect(&who, addr, &c, err, sizeof err), 0);
+    return c;
+}
+
+/* Stray connections that arrive before the expected rank 2 (another
+ * address, another rank's number, another job's token, no greeting at all)
+ * are ignored and named; the real one, arriving last, is accepted. */
+static void test_only_the_expected_peer(void **state)
 {
     (void)state;
-    int l, c, s;
+    int l, s, stray[4];
     struct sockaddr_in addr;
     char name[16], err[200];
+    ignored_log log = {.n = 0};
+    tcp_peer other_host = loopback_rank(2), wrong_rank = loopback_rank(3), other_job = loopback_rank(2);
+    other_host.addr.s_addr = htonl(INADDR_LOOPBACK + 1); /* 127.0.0.2: as another host */
+    other_job.token[5] ^= 1;
     assert_int_equal(tcp_listen("lo", &l, &addr, name, err, sizeof err), 0);
-    assert_int_equal(tcp_connect(&addr, 3, &c, err, sizeof err), 0);
-    assert_int_equal(tcp_accept(l, 2, 5, &s, err, sizeof err), -1);
-    assert_string_equal(err, "the connection came from rank 3, not rank 2");
-    assert_int_equal(tcp_accept(l, 2, 0.2, &s, err, sizeof err), -1); /* nobody else connects */
-    assert_string_equal(err, "no connection from rank 2 within 0 s");
-    close(c);
+    stray[0] = connect_as(other_host, &addr);
+    stray[1] = connect_as(wrong_rank, &addr);
+    stray[2] = connect_as(other_job, &addr);
+    stray[3] = socket(AF_INET, SOCK_STREAM, 0); /* connects and says nothing */
+    assert_int_equal(connect(stray[3], (struct sockaddr *)&addr, sizeof addr), 0);
+    int real = connect_as(loopback_rank(2), &addr);
+    tcp_peer expect = loopback_rank(2);
+    assert_int_equal(tcp_accept(l, &expect, 10, note_ignored, &log, &s, err, sizeof err), 0);
+    assert_int_equal(log.n, 4);
+    assert_non_null(strstr(log.why[0], "from 127.0.0.2:"));
+    assert_non_null(strstr(log.why[0], "not rank 2's address 127.0.0.1"));
+    assert_non_null(strstr(log.why[1], "it says rank 3, not rank 2"));
+    assert_non_null(strstr(log.why[2], "without this job's token"));
+    assert_non_null(strstr(log.why[3], "no greeting within"));
+    /* the accepted socket is the real peer's: a byte sent there arrives */
+    char byte = 'x', got = 0;
+    assert_int_equal(send(real, &byte, 1, 0), 1);
+    struct pollfd p = {s, POLLIN, 0};
+    assert_int_equal(poll(&p, 1, 5000), 1);
+    assert_int_equal(recv(s, &got, 1, 0), 1);
+    assert_int_equal(got, 'x');
+    /* nobody else connects: a timeout naming the rank and its address */
+    int none;
+    assert_int_equal(tcp_accept(l, &expect, 0.2, NULL, NULL, &none, err, sizeof err), -1);
+    assert_string_equal(err, "no connection from rank 2 (127.0.0.1) within 0 s");
+    for (int i = 0; i < 4; i++) close(stray[i]);
+    close(real);
+    close(s);
     close(l);
 }
 
@@ -142,7 +204,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_full_duplex_transfer),
-        cmocka_unit_test(test_wrong_rank_refused),
+        cmocka_unit_test(test_only_the_expected_peer),
         cmocka_unit_test(test_missing_interface),
         cmocka_unit_test(test_peer_gone),
     };
