@@ -271,6 +271,9 @@ static void where_this_rank_runs(const selsync_session *s, const char *host, con
 
 /* ---- load: one network, rank 0's weights and state everywhere ---- */
 
+/* The state length rank 0 shares when it refused the checkpoint. */
+#define CHECKPOINT_REFUSED UINT64_MAX
+
 selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, const selsync_identity *id,
                                     const char *weights, int required)
 {
@@ -295,13 +298,24 @@ selsync_status selsync_session_load(selsync_session *s, const selsync_model *mod
             if ((st = ops->bcast(s->comm.ctx, model->tensors[i].param, model->tensors[i].count * sizeof(float), 0)))
                 return comm_failed(s, st, "sharing the initial weights");
     }
+    /* rank 0 reads the checkpoint; a refusal (len = REFUSED, then the
+     * message) is every rank's */
+    selsync_status refused = SELSYNC_OK;
     if (s->rank == 0 && weights && *weights) {
-        if ((st = selsync_checkpoint_read(weights, required, s->model.file_bytes, &s->resume, &s->resume_len, s->err, sizeof s->err)))
-            return st;
-        len = s->resume_len;
+        refused = selsync_checkpoint_read(weights, required, s->model.file_bytes, &s->resume, &s->resume_len, s->err,
+                                          sizeof s->err);
+        len = refused ? CHECKPOINT_REFUSED : s->resume_len;
     }
     if (s->world > 1 && (st = ops->bcast(s->comm.ctx, &len, sizeof len, 0)))
         return comm_failed(s, st, "sharing the checkpoint state");
+    if (len == CHECKPOINT_REFUSED) {
+        uint32_t why = (uint32_t)refused;
+        if (s->world > 1 && ((st = ops->bcast(s->comm.ctx, &why, sizeof why, 0)) ||
+                             (st = ops->bcast(s->comm.ctx, s->err, sizeof s->err, 0))))
+            return comm_failed(s, st, "sharing why the checkpoint was refused");
+        s->err[sizeof s->err - 1] = '\0';
+        return (selsync_status)why;
+    }
     if (len == 0) return SELSYNC_OK;
     if (s->rank != 0 && !(s->resume = malloc(len))) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the checkpoint");
     s->resume_len = len;

@@ -191,6 +191,9 @@ refused checkpoint_bytes_missing 1 "damaged checkpoint" 0 "$darknet" classifier 
 cp "$ck" "$work/flip.weights"; printf 'X' | dd of="$work/flip.weights" bs=1 seek=500 conv=notrunc 2>/dev/null
 refused checkpoint_weights_flipped 1 "do not match its checksum" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/flip.weights"
 cp "$ck" "$work/flip-state.weights"; printf 'X' | dd of="$work/flip-state.weights" bs=1 seek=$((size - 40)) conv=notrunc 2>/dev/null
+# rank 0 reads the checkpoint; its refusal is every rank's, with the reason
+refused checkpoint_weights_flipped_2 2 "do not match its checksum" 1 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/flip.weights"
+refused checkpoint_cut_end_2 2 "its trailer is missing" 1 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/cut-end.weights"
 refused checkpoint_state_flipped 1 "do not match its checksum" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/flip-state.weights"
 python3 "$work/ckpt.py" nan-ratio "$ck" "$work/nan-ratio.weights"
 refused checkpoint_nan_ratio 1 "$work/nan-ratio.weights: [selsync] the saved state is damaged: its transfer ratio" 0 "$darknet" classifier train "$data" "$work/resume.cfg" "$work/nan-ratio.weights"
