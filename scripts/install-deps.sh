@@ -3,10 +3,11 @@
 # As root it runs apt-get; otherwise it prints the command and exits 1.
 set -eu
 
-# file (with dpkg-shlibdeps of dpkg-dev): cpack -G DEB, the Debian package
+# file (with dpkg-shlibdeps of dpkg-dev): cpack -G DEB, the Debian package;
+# strace: the checkpoint's system calls (test_checkpoint_durable)
 PACKAGES="build-essential cmake pkg-config dpkg-dev file xz-utils patch python3
 libopenmpi-dev openmpi-bin libopenblas-dev libcmocka-dev dataset-fashion-mnist
-iproute2 gnuplot-nox clang libclang-rt-dev llvm"
+iproute2 gnuplot-nox clang libclang-rt-dev llvm strace"
 
 missing=""
 for p in $PACKAGES; do

@@ -1,4 +1,5 @@
 /* Usage: checkpoint_writer write PATH   (writes checkpoints in a loop until killed)
+ *        checkpoint_writer once PATH    (writes checkpoint 0 and exits 0)
  *        checkpoint_writer check PATH   (exit 0 when PATH is absent or whole)
  *
  * Checkpoint n holds a 1 MiB "model" of bytes n % 251 and the state
@@ -14,12 +15,13 @@
 
 #define MODEL_BYTES (1 << 20)
 
-static int write_loop(const char *path)
+/* Writes checkpoints 0, 1, ... up to last (or forever when last < 0). */
+static int write_loop(const char *path, long last)
 {
     char tmp[4096], state[32], err[512];
     unsigned char *model = malloc(MODEL_BYTES);
     if (!model || selsync_checkpoint_temp(path, tmp, sizeof tmp)) return 2;
-    for (unsigned long n = 0;; n++) {
+    for (unsigned long n = 0; last < 0 || n <= (unsigned long)last; n++) {
         memset(model, (int)(n % 251), MODEL_BYTES);
         FILE *f = fopen(tmp, "wb");
         if (!f || fwrite(model, 1, MODEL_BYTES, f) != MODEL_BYTES || fclose(f)) return 2;
@@ -29,6 +31,8 @@ static int write_loop(const char *path)
             return 1;
         }
     }
+    free(model);
+    return 0;
 }
 
 static int check(const char *path)
@@ -62,8 +66,9 @@ static int check(const char *path)
 
 int main(int argc, char **argv)
 {
-    if (argc == 3 && !strcmp(argv[1], "write")) return write_loop(argv[2]);
+    if (argc == 3 && !strcmp(argv[1], "write")) return write_loop(argv[2], -1);
+    if (argc == 3 && !strcmp(argv[1], "once")) return write_loop(argv[2], 0);
     if (argc == 3 && !strcmp(argv[1], "check")) return check(argv[2]);
-    fprintf(stderr, "usage: %s write|check PATH\n", argv[0]);
+    fprintf(stderr, "usage: %s write|once|check PATH\n", argv[0]);
     return 2;
 }
