@@ -5,7 +5,12 @@
 # and for selsync (whose ranks differ between synchronisations): a run of
 # 12 steps split in two by a checkpoint at step 6 and a resume ends with the
 # same parameters on every rank, the same decisions and the same step count
-# as the uninterrupted run.
+# as the uninterrupted run. Also selsync with the two guards past its
+# warm-up: max_local=4 with a delta no change reaches (every fifth step
+# synchronises; the checkpoint falls after a run of 4 local steps, so the
+# resumed run must synchronise its first step: the run of local steps is
+# restored), and target_sync=0.5 (delta adapts; the resumed run goes on
+# from the adapted delta: the delta column equals the uninterrupted run's).
 set -u
 prog=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -23,11 +28,24 @@ cfg() { # SELSYNC_LINES
 }
 column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
 
-for method in "method=bsp" "method=selsync
+for name in bsp selsync max_local target_sync; do
+    case $name in
+    bsp) method="method=bsp" ;;
+    selsync) method="method=selsync
 delta=0.2
 window=3
-warmup=2"; do
-    name=$(echo "$method" | head -1 | cut -d= -f2)
+warmup=2" ;;
+    max_local) method="method=selsync
+delta=1000
+window=3
+warmup=2
+max_local=4" ;;
+    target_sync) method="method=selsync
+delta=0.2
+window=3
+warmup=2
+target_sync=0.5" ;;
+    esac
     w=$work/$name
     mkdir -p "$w/whole" "$w/split"
     cfg "$method" >"$w/net.cfg"
@@ -50,12 +68,23 @@ warmup=2"; do
         # the metrics file goes on: 12 steps, the same decisions and smoothed norms
         column step "$w/split/m$r.tsv" | tr '\n' ' ' >"$w/steps.$r"
         [ "$(cat "$w/steps.$r")" = "0 1 2 3 4 5 6 7 8 9 10 11 " ] && ok || bad "$name: rank $r metrics steps: $(cat "$w/steps.$r")"
-        for c in decision smoothed; do
+        columns="decision smoothed"
+        [ $name = target_sync ] && columns="$columns delta"
+        for c in $columns; do
             column $c "$w/whole/m$r.tsv" >"$w/c1"; column $c "$w/split/m$r.tsv" >"$w/c2"
             cmp -s "$w/c1" "$w/c2" && ok || bad "$name: rank $r column $c differs after resuming"
         done
     done
     grep -q "12 steps" "$w/split/log" && ok || bad "$name: the summary does not count 12 steps"
+    case $name in
+    max_local)
+        d=$(column decision "$w/whole/m0.tsv" | tr '\n' ' ')
+        [ "$d" = "sync sync local local local local sync local local local local sync " ] && ok \
+            || bad "max_local: decisions $d" ;;
+    target_sync)
+        n=$(column delta "$w/whole/m0.tsv" | sort -u | wc -l)
+        [ "$n" -ge 3 ] && ok || bad "target_sync: delta took $n values in 12 steps (it does not adapt)" ;;
+    esac
 done
 # a checkpoint from 2 ranks refuses 3, on every rank, without hanging
 cfg "method=bsp" >"$work/three.cfg"
