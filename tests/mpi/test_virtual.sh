@@ -7,6 +7,13 @@
 #    the step sent over the modelled link; the ranks' clocks agree after
 #    every step (each synchronises); the eval rows carry virtual_s; the
 #    summary gives the virtual time per rank and what it is made of;
+#  - bsp at 1 Mbit/s without latency: every step's rise of every rank's
+#    clock is the bytes of its row over the bandwidth (the ring sum's cost,
+#    2(N-1)/N x S / B, is what each rank sends over B) plus the step's
+#    computation (under 50 ms a step here, where the network takes 230 ms);
+#    the summary's network time is the rows' bytes over the bandwidth plus
+#    the final average (at most one step's bytes), and its virtual time is
+#    compute, waiting and network added up;
 #  - without SELSYNC_VIRTUAL the metrics have no virtual_s column;
 #  - slow=1:8 with method local (no collective per step): rank 1's clock
 #    runs at least three times as fast as rank 0's (the margin absorbs
@@ -60,6 +67,30 @@ last=$(tail -n 1 "$work/v0")
 check "bsp: the summary gives the virtual time per rank ($last s at the last step, to 0.01 s)" \
     'grep "^selsync: summary: virtual time per rank: [0-9.]* s (compute [0-9.]* s, waiting for other ranks [0-9.]* s, network [0-9.]* s)$" "$work/bsp.out" |
      awk -v last="$last" "{ v = \$7 } END { exit !(NR == 1 && v + 0.0005 >= last) }"'
+
+# --- the network's share, computed from the rows -------------------------------------------
+SELSYNC_VIRTUAL=bandwidth=1Mbit,latency=0s run net bsp
+check "net: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+r=0
+while [ $r -lt $np ]; do
+    column "$work/net.$r.tsv" virtual_s >"$work/net.v$r"
+    column "$work/net.$r.tsv" bytes_sent >"$work/net.b$r"
+    r=$((r + 1))
+done
+sent=$(awk '{ s += $1 } END { printf "%.0f", s }' "$work/net.b0")
+summary=$(grep "^selsync: summary: virtual time per rank: " "$work/net.out")
+echo "net: $sent bytes in the rows; $summary"
+r=0
+while [ $r -lt $np ]; do
+    check "net: rank $r's clock rises every step by its bytes over 1 Mbit/s plus under 50 ms" \
+        'paste "$work/net.v$r" "$work/net.b$r" | awk "BEGIN { p = 0; ok = 1 } { d = \$1 - p - \$2 / 125000; if (d < 0 || d > 0.05 || \$2 <= 0) ok = 0; p = \$1 } END { exit !(ok && NR == $steps) }"'
+    r=$((r + 1))
+done
+most=$(sort -n "$work/net.b0" | tail -n 1)
+check "net: the summary's network time is the rows' bytes over 1 Mbit/s ($sent bytes) plus the final average" \
+    'echo "$summary" | sed "s/[(),]/ /g" | awk -v b="$sent" -v m="$most" "{ d = \$19 - b / 125000; exit !(b > 0 && d >= -0.0006 && d <= 1.01 * m / 125000 + 0.0006) }"'
+check "net: the virtual time is compute + waiting + network" \
+    'echo "$summary" | sed "s/[(),]/ /g" | awk "{ t = \$7; s = \$10 + \$16 + \$19; d = t - s; if (d < 0) d = -d; exit !(d <= 0.002) }"'
 
 # --- without SELSYNC_VIRTUAL -----------------------------------------------------------------
 np=2
