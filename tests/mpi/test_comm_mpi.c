@@ -25,9 +25,10 @@
  *   mpirun -np N test_comm_mpi --stall-rank R --stall-in OP --pid-file F
  *       a loop of STALL_STEPS steps (selsync_mpi_set_step), each an `any`
  *       of one flag, a sum_f32 of 4096 floats, a sum_f32v_among of them
- *       over ranks 0 and N-1 and a background sum of them
- *       (sum_f32v_start, wait_sums), results checked. At step STALL_AT, just
- *       before OP (any, sum_f32, sum_f32v_among or sum_f32v_start), rank R writes its pid
+ *       over ranks 0 and N-1, a background sum of them (sum_f32v_start,
+ *       wait_sums) and a bcast of them from rank 0, results checked. At step
+ *       STALL_AT, just before OP (any, sum_f32, sum_f32v_among,
+ *       sum_f32v_start or bcast), rank R writes its pid
  *       to F (complete when F appears) and waits for SIGCONT (at most 60 s):
  *       to be stopped meanwhile with SIGSTOP, so that the others stall in OP.
  *       Exit status 0 when every step's results were right. No watchdog. */
@@ -664,9 +665,10 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
     g_rank = C.ops->rank(C.ctx);
     g_size = C.ops->size(C.ctx);
     selsync_mpi_set_background_sums(1); /* sum_f32v_start's waiting on the background thread */
+    if (g_rank == 0) fprintf(stderr, "# the ring's links: %s\n", selsync_mpi_ring_links());
     if (victim < 0 || victim >= g_size || !pid_file ||
         (strcmp(op, "any") && strcmp(op, "sum_f32") && strcmp(op, "sum_f32v_among") &&
-         strcmp(op, "sum_f32v_start"))) {
+         strcmp(op, "sum_f32v_start") && strcmp(op, "bcast"))) {
         if (g_rank == 0) fprintf(stderr, "--stall-rank %d --stall-in %s: bad arguments\n", victim, op);
         selsync_mpi_finalize();
         return 2;
@@ -697,6 +699,10 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
         s = s == SELSYNC_OK ? C.ops->wait_sums(C.ctx) : s;
         for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i)
             bad += buf[i] != (float)(g_size * (g_size - 1) / 2 + g_size * (i % 7));
+        for (int i = 0; i < STALL_FLOATS; ++i) buf[i] = (float)(g_rank + step + i % 5);
+        stall_point(victim, op, "bcast", step, pid_file);
+        s = s == SELSYNC_OK ? C.ops->bcast(C.ctx, buf, sizeof buf, 0) : s;
+        for (int i = 0; s == SELSYNC_OK && i < STALL_FLOATS; ++i) bad += buf[i] != (float)(step + i % 5);
         if (s != SELSYNC_OK || bad) {
             fprintf(stderr, "rank %d: step %d: status %s, %d wrong results: %s\n", g_rank, step,
                     selsync_status_str(s), bad, selsync_mpi_last_error());
@@ -781,7 +787,7 @@ int main(int argc, char **argv)
             use_abort = 2;
         } else {
             fprintf(stderr, "usage: %s [--single | --exit-rank R | --abort-rank R | --abort-in-background R |\n"
-                            "    --stall-rank R --stall-in any|sum_f32|sum_f32v_among|sum_f32v_start --pid-file F]\n",
+                            "    --stall-rank R --stall-in any|sum_f32|sum_f32v_among|sum_f32v_start|bcast --pid-file F]\n",
                     argv[0]);
             return 2;
         }

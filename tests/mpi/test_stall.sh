@@ -14,6 +14,11 @@
 #  - 2 ranks, rank 1 stopped before sum_f32v_start: rank 0's background
 #    thread warns and times out (the abort comes from that thread, while
 #    rank 0's own thread waits in wait_sums);
+#  - 2 ranks, the root of a broadcast (rank 0) stopped before it: rank 1
+#    warns and times out naming bcast and rank 0;
+#  - 2 ranks with the ring over its TCP links (SELSYNC_RING_LINKS=tcp),
+#    rank 1 stopped before sum_f32: rank 0's wait on the socket warns and
+#    times out naming rank 1;
 #  - a stall that ends (SIGCONT after the first warning) leaves the job to
 #    finish with exit status 0 and every step's results right;
 #  - invalid settings (also of SELSYNC_RING_LINKS) are refused at start
@@ -114,6 +119,28 @@ grep -q 'selsync: rank 0: waiting [0-9]* s in sum_f32v (step 3) for rank(s) 1$' 
 grep -q 'selsync: rank 0: waited [0-9]* s in sum_f32v (step 3) for rank(s) 1: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
     "$log" && ok || bad "bg2: no timeout message from the background sum"
 gone && ok || bad "bg2: the stopped rank $pid is still there"
+
+# --- 2 ranks, the root of a broadcast stopped: rank 1 waits for it ------------
+start bcast2 2 0 bcast "SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
+finish
+[ "$rc" -eq 1 ] && ok || bad "bcast2: exit status $rc, want 1 (124: the job hung)"
+grep -q 'selsync: rank 1: waiting [0-9]* s in bcast (step 3) for rank(s) 0$' "$log" && ok \
+    || bad "bcast2: no warning naming bcast, step 3 and rank 0"
+grep -q 'selsync: rank 1: waited [0-9]* s in bcast (step 3) for rank(s) 0: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
+    "$log" && ok || bad "bcast2: no timeout message naming bcast, step 3 and rank 0"
+gone && ok || bad "bcast2: the stopped rank $pid is still there"
+
+# --- 2 ranks, the ring over its TCP links, stopped before a sum: the wait on
+# the socket warns and times out as MPI's does ----------------------------------
+start tcp2 2 1 sum_f32 "SELSYNC_RING_LINKS=tcp SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
+finish
+[ "$rc" -eq 1 ] && ok || bad "tcp2: exit status $rc, want 1 (124: the job hung)"
+grep -q "^# the ring's links: TCP on " "$log" && ok || bad "tcp2: the ring did not run over its TCP links"
+grep -q 'selsync: rank 0: waiting [0-9]* s in sum_f32 (step 3) for rank(s) 1$' "$log" && ok \
+    || bad "tcp2: no warning naming sum_f32, step 3 and rank 1"
+grep -q 'selsync: rank 0: waited [0-9]* s in sum_f32 (step 3) for rank(s) 1: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
+    "$log" && ok || bad "tcp2: no timeout message naming sum_f32, step 3 and rank 1"
+gone && ok || bad "tcp2: the stopped rank $pid is still there"
 
 # --- a stall that ends: the warning, then the results as without it ------------
 start resume2 2 1 sum_f32 "SELSYNC_STALL_WARN=1 SELSYNC_STALL_TIMEOUT=0"
