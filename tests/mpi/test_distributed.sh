@@ -2,7 +2,8 @@
 # Usage: test_distributed.sh TRAIN_SYNTHETIC RANKS WORK_DIR
 # Distributed training through the Darknet adapter under a real mpirun with
 # RANKS ranks, on deterministic synthetic data (see train_synthetic.c):
-#  - bsp with gradient averaging equals one process with RANKS times the batch;
+#  - bsp with gradient averaging equals one process with RANKS times the batch,
+#    also with 400-byte buckets (a sum per tensor);
 #  - bsp with its gradient buckets summed during the backward pass (overlap)
 #    gives the bits of bsp that sums them after it;
 #  - after every synchronisation all ranks hold bitwise identical parameters,
@@ -41,6 +42,21 @@ run "$work/bsp.cfg" 10 "$work/bsp" --init "$work/init.weights" --save "$work/bsp
 "$prog" "$work/big.cfg" 10 "$work/big" --init "$work/init.weights" --save "$work/big.weights" >>"$work/log" 2>&1
 python3 "$here/compare_weights.py" "$work/bsp.weights" "$work/big.weights" 1e-5 \
     && ok || bad "($np ranks) bsp on $np ranks differs from one process with batch $((4 * np))"
+# the same with 400-byte buckets (the four tensors in separate buckets,
+# several segments per sum), summed during the backward pass on the
+# background thread and after it: each equals the one process, whose
+# gradient no bucket touched
+for o in 1 0; do
+    cfg 4 0 "method=bsp
+overlap=$o
+bucket_mb=0.0004" >"$work/bsp-buckets$o.cfg"
+    run "$work/bsp-buckets$o.cfg" 10 "$work/bsp-buckets$o" --background-sums --init "$work/init.weights" \
+        --save "$work/bsp-buckets$o.weights" || bad "($np ranks) bsp with 400-byte buckets, overlap=$o, failed"
+    python3 "$here/compare_weights.py" "$work/bsp-buckets$o.weights" "$work/big.weights" 1e-5 \
+        && ok || bad "($np ranks) bsp with 400-byte buckets (overlap=$o) differs from one process with batch $((4 * np))"
+done
+grep -q "^selsync: summary: gradients averaged in [0-9]* buckets of 0.0004 MB" "$work/log" \
+    && ok || bad "($np ranks) bsp: no summary of 400-byte buckets"
 
 # every rank's hash after STEP ("final" for the end): identical on all ranks?
 same_hashes() { # PREFIX STEP
