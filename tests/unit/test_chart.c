@@ -298,6 +298,84 @@ static void test_read_metrics(void **state)
     selsync_chart_destroy(c);
 }
 
+/* The 1-based number of the column called name in the tab-separated header
+ * line (after "# "); 0 when absent. */
+static int column_of(const char *header, const char *name)
+{
+    char h[512];
+    int k = 1;
+    snprintf(h, sizeof h, "%s", header + 2);
+    for (char *save = NULL, *t = strtok_r(h, "\t\n", &save); t; t = strtok_r(NULL, "\t\n", &save), k++)
+        if (strcmp(t, name) == 0) return k;
+    return 0;
+}
+
+/* The data gnuplot draws, from metrics_text's rows: one row per step with
+ * its training time, loss (none for the NaN step), synchronised share, MB
+ * sent so far and step; one per evaluation; and the program plots each
+ * panel from the columns its header names, so a wrong or missing column
+ * or point fails. */
+static void test_plotted_data(void **state)
+{
+    fx *f = *state;
+    char path[192], dat[192], gp[192], want[128];
+    selsync_chart *c = NULL;
+    if (!f->real_gnuplot[0]) fail_msg("gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)");
+    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_OK);
+    snprintf(path, sizeof path, "%s/metrics.0.tsv", f->dir);
+    write_file(path, metrics_text, 0644);
+    assert_int_equal(selsync_chart_read_metrics(c, path, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_chart_draw(c, f->err, sizeof f->err), SELSYNC_OK);
+    wait_idle(c);
+    assert_complete_png(f->png);
+    snprintf(dat, sizeof dat, "%s/.chart.png.dat", f->dir);
+    snprintf(gp, sizeof gp, "%s/.chart.png.gp", f->dir);
+    char *data = slurp(dat, NULL), *prog = slurp(gp, NULL);
+
+    /* the step rows, field by field (t_end, loss_mean, synced_share, mb_sent, step) */
+    const char *header = data;
+    int t_end = column_of(header, "t_end"), t_mid = column_of(header, "t_mid"), t_width = column_of(header, "t_width");
+    int mean = column_of(header, "loss_mean"), lo = column_of(header, "loss_min"), hi = column_of(header, "loss_max");
+    int smooth = column_of(header, "loss_smooth"), share = column_of(header, "synced_share");
+    int mb = column_of(header, "mb_sent"), step = column_of(header, "step");
+    assert_true(t_end && t_mid && t_width && mean && lo && hi && smooth && share && mb && step);
+    static const char *const rows[4][5] = {{"1", "2.5", "1", "0.001", "0"},
+                                           {"2", "?", "0", "0.001", "1"},
+                                           {"3.5", "1.5", "0", "0.001", "2"},
+                                           {"4.5", "0.5", "1", "0.002", "3"}};
+    const int cols[5] = {t_end, mean, share, mb, step};
+    char *line = strchr(data, '\n') + 1;
+    for (int r = 0; r < 4; r++) {
+        char *end = strchr(line, '\n'), *field[16], *save = NULL;
+        int n = 0;
+        *end = '\0';
+        for (char *t = strtok_r(line, "\t", &save); t && n < 16; t = strtok_r(NULL, "\t", &save)) field[n++] = t;
+        assert_int_equal(n, 10);
+        for (int k = 0; k < 5; k++)
+            if (strcmp(field[cols[k] - 1], rows[r][k]) != 0)
+                fail_msg("row %d column %d: '%s', want '%s'", r, cols[k], field[cols[k] - 1], rows[r][k]);
+        line = end + 1;
+    }
+    /* then the evaluations: train_s, score, step */
+    assert_string_equal(line, "\n\n# top1: train_s\tscore\tstep\n2.5\t0.25\t2\n4.6\t0.75\t4\n");
+
+    /* each panel plots the columns the header names */
+    snprintf(want, sizeof want, "dat index 0 using %d:%d:%d with filledcurves", t_end, lo, hi);
+    assert_non_null(strstr(prog, want));
+    snprintf(want, sizeof want, "dat index 0 using %d:%d with points", t_end, mean);
+    assert_non_null(strstr(prog, want));
+    snprintf(want, sizeof want, "dat index 0 using %d:%d with lines", t_end, smooth);
+    assert_non_null(strstr(prog, want));
+    assert_non_null(strstr(prog, "dat index 1 using 1:2 with linespoints"));
+    snprintf(want, sizeof want, "dat index 0 using %d:%d:%d with boxes", t_mid, share, t_width);
+    assert_non_null(strstr(prog, want));
+    snprintf(want, sizeof want, "dat index 0 using %d:%d axes x1y2", t_end, mb);
+    assert_non_null(strstr(prog, want));
+    free(data);
+    free(prog);
+    selsync_chart_destroy(c);
+}
+
 /* text = metrics_text's first three lines plus bad; the error names line 4 */
 static void assert_bad_row(fx *f, const char *bad, const char *what)
 {
@@ -542,6 +620,7 @@ int main(void)
         T(test_bin_values),
         T(test_read_metrics),
         T(test_read_metrics_malformed),
+        T(test_plotted_data),
         T(test_read_metrics_partial_last_line),
         T(test_draw_real_gnuplot),
         T(test_draw_empty_chart),
