@@ -10,8 +10,9 @@
  *   test_comm_mpi --single             without a launcher: selsync_mpi_init
  *       must return the single-process communicator and leave MPI alone.
  *   mpirun -np N test_comm_mpi --exit-rank R
- *       rank R calls exit(3) while the others wait in sum_f32; the job must
- *       end (mpirun non-zero) instead of hanging. No watchdog in this mode.
+ *       rank R calls exit(3) while the others wait in sum_f32 (each tells
+ *       it first, with a message); the job must end (mpirun non-zero)
+ *       instead of hanging. No watchdog in this mode.
  *   mpirun -np N test_comm_mpi --abort-rank R
  *       rank R calls the communicator's abort(5, "test abort") while the
  *       others wait in sum_f32: mpirun must return 5 and stderr hold
@@ -734,12 +735,16 @@ static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
     C.ops->sum_f32(C.ctx, buf, n); /* everybody is up */
     if (g_rank == victim) {
         selsync_segment all = {buf, n};
+        uint8_t go;
+        /* every other rank says it is about to wait (no sleep to hope for it) */
+        for (int r = 0; r < g_size - 1; r++)
+            if (C.ops->recv(C.ctx, SELSYNC_ANY, 7, &go, 1, NULL) != SELSYNC_OK) return 1;
         if (use_abort == 2) {
             selsync_mpi_set_background_sums(1);
             if (C.ops->sum_f32v_start(C.ctx, &all, 1, 1.0f) != SELSYNC_OK) return 1;
             fprintf(stderr, "rank %d: background sum started\n", g_rank);
+            sleep_ms(100); /* mostly finds its thread inside MPI; either way the job must end with 5 */
         }
-        sleep_ms(300);             /* let the others enter the next collective */
         if (use_abort) {
             fprintf(stderr, "rank %d: calling abort(5) mid-way\n", g_rank);
             C.ops->abort(C.ctx, 5, "test abort");
@@ -749,13 +754,16 @@ static int run_exit_rank(int victim, int use_abort, int *argc, char ***argv)
         fprintf(stderr, "rank %d: calling exit(3) mid-way\n", g_rank);
         exit(3);
     }
+    uint8_t go = 1;
     if (use_abort == 2) { /* out of the victim's sum's way: a message never sent */
         fprintf(stderr, "rank %d: waiting in recv\n", g_rank);
+        if (C.ops->send(C.ctx, victim, 7, &go, 1) != SELSYNC_OK) return 1;
         selsync_status r = C.ops->recv(C.ctx, victim, 99, buf, sizeof(float), NULL);
         fprintf(stderr, "rank %d: recv returned %s\n", g_rank, selsync_status_str(r));
         return 1;
     }
     fprintf(stderr, "rank %d: waiting in sum_f32\n", g_rank);
+    if (C.ops->send(C.ctx, victim, 7, &go, 1) != SELSYNC_OK) return 1;
     double t0 = now();
     selsync_status s = C.ops->sum_f32(C.ctx, buf, n);
     fprintf(stderr, "rank %d: sum_f32 returned %s after %.2f s (%s)\n", g_rank,
