@@ -1,4 +1,7 @@
-/* The SelSync engine (see selsync/engine.h and the README).
+/* The SelSync engine (see selsync/engine.h and the README): measuring the
+ * gradients, moving the averages and the step's bookkeeping. Which steps
+ * synchronise is engine_policy.c's, the metrics file engine_metrics.c's,
+ * snapshots engine_snapshot.c's; the state they share is engine_state.h.
  *
  * Why it works this way:
  * - Significance. Every step each group (the whole model, or one layer with
@@ -21,10 +24,6 @@
  *   forces synchronisation for window + 1 steps. A group is significant on this rank when D_t >= delta, so
  *   delta = 0 synchronises every step. Layers without a trained tensor are
  *   never significant (their norm is always 0).
- * - Agreement (selsync): during the first `warmup` steps every rank knows
- *   that all layers synchronise, so no collective is needed (the EWMA still
- *   fills). Afterwards one `any` over the per-group flags ORs them across
- *   ranks; every rank then synchronises the same layers.
  * - Transfer. One sum_f32v per synchronisation, in place over the tensors
  *   (no packing), each sum multiplied by 1/k: the same float operations on
  *   every rank, so every replica receives the same bits.
@@ -56,21 +55,12 @@
  *   update; replicas are equal to the update after every average and after
  *   selsync_finish. Its bytes and waiting go into the next step's record;
  *   consensus, snapshot and finish apply a pending average first.
- * - FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
- *   partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
- *   every rank; the members alone send (sum_f32v_among) and everybody
- *   receives sum / k. A communicator without sum_f32v_among gets one
- *   sum_f32v over all ranks in which non-members send zeros.
  * - Accounting. bsp_bytes = steps x (payload bytes of a full synchronisation)
  *   x r, where r = bytes the communicator reported per payload byte in the
  *   largest transfer over all ranks so far (a members-only sum is not one):
  *   exact once a full synchronisation has happened (a warm-up step, or
  *   selsync_finish for local and fedavg); before any transfer r is
  *   2(N-1)/N, a ring all-reduce.
- * - Metrics file: the header line is written just before the first step's
- *   line (or at finish/destroy if no step ran), so that selsync_log_note's
- *   "# " lines can precede it. Injection bytes the host notes wait in
- *   inject_next for the coming step's record.
  * - The step record's norm, smoothed value and change are the whole model's
  *   (an extra tracker with granularity = layer); its local_flag is this
  *   rank's OR of the group flags before agreement, for every method.
@@ -98,85 +88,16 @@
 #include "selsync/ssp.h"
 #include "selsync/vclock.h"
 
+#include "engine_state.h"
 #include "internal.h"
 
-#define FLUSH_EVERY 100
 
-struct selsync_engine {
-    selsync_config cfg;
-    selsync_comm comm;
-    selsync_tensor *t;           /* copy of the host's tensor views */
-    size_t nt, n_layers, n_groups, n_track; /* n_track: groups (+1 whole model) */
-    int rank, world;
-    double keep;                 /* 1 - smoothing */
-    double *ring;                /* n_track x window raw squared norms */
-    double *sq, *prev;           /* per tracker: this step's norm, previous s */
-    uint8_t *active;             /* per group: has a trained tensor */
-    uint8_t *flags;              /* per group: significant (agreed after any) */
-    uint8_t *chosen;             /* per layer: synchronise this step */
-    uint8_t *payload;            /* per layer: has something to transfer */
-    int *perm;                   /* fedavg draw, world entries */
-    selsync_segment *seg;        /* nt entries: the tensors of a transfer */
-    float *snap;                 /* residual snapshot or NULL */
-    float *stats;                /* on_nonfinite = skip: the STAT tensors after the last step */
-    size_t sync_n;               /* elements of a full synchronisation */
-    double delta;                /* the threshold in force (target_sync adapts it) */
-    uint64_t local_run;          /* consecutive local steps since the last synchronisation */
-    double ratio;                /* comm bytes per payload byte ... */
-    size_t ratio_n;              /* ... measured on a transfer of this many floats */
-    uint64_t step, bytes0, inject_next; /* inject_next: injection bytes of the coming step */
-    int in_step, broken, member, header_done;
-    int n_members;               /* k: the ranks in this step's average */
-    float scale;                 /* 1/k for this step */
-    double t_mark;               /* end of the previous after_update */
-    double t_start;              /* engine start (shifted on restore) */
-    size_t n_params, n_trained;  /* elements of all params; of the trained ones */
-    /* This step's gradient buckets and overlap (top comment). */
-    double *tsq;                 /* per tensor: squared norm of this step's own gradient */
-    uint8_t *tbad;               /* per tensor: a param not finite */
-    uint8_t *measured;           /* per tensor: tsq and tbad taken this step */
-    size_t *snap_off;            /* per tensor: where its residual is in snap */
-    uint8_t *ready;              /* per layer: reported by selsync_layer_ready this step */
-    int step_open;               /* the step has begun (layer_ready or before_update) */
-    int overlapping;             /* this step's buckets are started during the backward pass */
-    size_t bucket_pos;           /* tensors [0, bucket_pos) are not in a summed bucket yet */
-    size_t seg_used;             /* entries of seg taken by this step's buckets */
-    size_t bucket_n;             /* elements in this step's buckets */
-    uint64_t bucket_b0;          /* bytes_sent before this step's first bucket */
-    double t_hooks;              /* seconds spent in layer_ready this step */
-    /* A parameter average overlapped with the next step (top comment). */
-    float *late;                 /* the averaged params, packed; sync_n floats, allocated on first use */
-    float *late_base;            /* the STAT tensors' values when it started (n_stat floats) */
-    uint8_t *late_layers;        /* per layer: in the average */
-    selsync_segment late_seg;    /* the one segment summed */
-    int late_pending;            /* started, not yet applied */
-    uint64_t late_carry;         /* its bytes, when applied between two steps */
-    float *mean;                 /* selsync_consensus: n_params, allocated on first use */
-    int resumed;                 /* restored: the metrics file is appended to */
-    selsync_step cur, last;
-    int has_last;
-    selsync_totals tot;
-    selsync_ssp_worker *ssp;     /* method ssp on a worker */
-    int ssp_server, served;      /* method ssp on rank 0; selsync_serve ran */
-    FILE *log;
-    char log_path[SELSYNC_PATH_MAX * 6];
-    char err[512];
-};
 
-#define EFAIL(e, st, ...) selsync_fail((e)->err, sizeof (e)->err, (st), __VA_ARGS__)
-
-static void keep_stats(selsync_engine *e, int save);
-
-static selsync_status comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n)
+selsync_status engine_comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n)
 {
     e->broken = 1;
     return EFAIL(e, SELSYNC_ECOMM, "[selsync] step %" PRIu64 ": %s over %zu elements failed on rank %d: %s",
                  e->step, what, n, e->rank, selsync_comm_error(&e->comm, st));
-}
-
-static int syncs(const selsync_engine *e, const selsync_tensor *t)
-{
-    return t->kind == SELSYNC_TENSOR_TRAINED || e->cfg.sync_bn_stats;
 }
 
 /* ---- create / destroy ---- */
@@ -209,52 +130,6 @@ static selsync_status check_cfg(const selsync_config *c, char *err, size_t len)
         return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] configuration out of range or unresolved "
                     "(call selsync_config_finish first)");
     return SELSYNC_OK;
-}
-
-/* Opens cfg->log with every "%r" replaced by the rank. */
-static selsync_status open_log(selsync_engine *e, char *err, size_t len)
-{
-    char *o = e->log_path;
-    for (const char *p = e->cfg.log; *p; p++) {
-        if (p[0] == '%' && p[1] == 'r') o += sprintf(o, "%d", e->rank), p++;
-        else *o++ = *p;
-    }
-    *o = '\0';
-    FILE *probe = fopen(e->log_path, "a"); /* fail early; truncated on first write */
-    if (!probe || fclose(probe))
-        return selsync_fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
-                    strerror(errno));
-    return SELSYNC_OK;
-}
-
-/* The metrics file, opened on the first write: anew, or appended to after a
- * restore (its header is already there); NULL when there is none or it
- * cannot be opened (errno set). */
-static FILE *log_file(selsync_engine *e)
-{
-    if (e->log || !e->cfg.log[0]) return e->log;
-    e->log = fopen(e->log_path, e->resumed ? "a" : "w");
-    if (e->log && e->resumed && fseek(e->log, 0, SEEK_END) == 0) e->header_done = ftell(e->log) > 0;
-    return e->log;
-}
-
-/* delta changes during the run (target_sync): the metrics log it */
-static int adaptive(const selsync_engine *e)
-{
-    return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.target_sync > 0;
-}
-
-/* The header line, written lazily so that notes can come first; -1 on error. */
-static int write_header(selsync_engine *e)
-{
-    if (!e->cfg.log[0] || e->header_done) return 0;
-    if (!log_file(e)) return -1;
-    if (e->header_done) return 0;
-    e->header_done = 1;
-    return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
-                 "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer", e->log) < 0 ||
-           (adaptive(e) && fputs("\tdelta", e->log) < 0) ||
-           fputs(selsync_virtual_clock(&e->comm, NULL) ? "\tvirtual_s\n" : "\n", e->log) < 0 ? -1 : 0;
 }
 
 /* SSP worker: push + pull (or the first pull); adds the times and the bytes
@@ -351,9 +226,9 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
         e->snap_off[i] = off;
         off += e->t[i].kind == SELSYNC_TENSOR_TRAINED ? e->t[i].count : 0;
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) e->active[e->n_groups > 1 ? e->t[i].layer : 0] = 1;
-        if (syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
+        if (policy_syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
     }
-    if (cfg->log[0] && (st = open_log(e, err, errlen)) != SELSYNC_OK) goto fail;
+    if (cfg->log[0] && (st = metrics_open(e, err, errlen)) != SELSYNC_OK) goto fail;
     if (cfg->method == SELSYNC_METHOD_SSP) {
         e->ratio = world > 2 ? 2.0 * (world - 2) / (world - 1) : 0.0;
         e->ssp_server = rank == 0;
@@ -363,7 +238,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
             goto fail;
         }
     }
-    keep_stats(e, 1);
+    engine_keep_stats(e, 1);
     e->t_mark = e->t_start = selsync_now();
     *out = e;
     return SELSYNC_OK;
@@ -378,7 +253,7 @@ void selsync_destroy(selsync_engine *e)
 {
     if (!e) return;
     if (e->late_pending) e->comm.ops->wait_sums(e->comm.ctx); /* its buffer is freed below */
-    write_header(e);
+    metrics_header(e);
     if (e->log) fclose(e->log);
     free(e->t);
     free(e->ring);
@@ -409,7 +284,7 @@ void selsync_destroy(selsync_engine *e)
 
 /* Copies the STAT tensors (e.g. batch-norm running statistics) into the
  * kept copy (save) or back from it. */
-static void keep_stats(selsync_engine *e, int save)
+void engine_keep_stats(selsync_engine *e, int save)
 {
     size_t off = 0;
     if (!e->stats) return;
@@ -428,7 +303,7 @@ static void discard_own_step(selsync_engine *e)
 {
     for (size_t i = 0; i < e->nt; i++)
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) memset(e->t[i].grad, 0, e->t[i].count * sizeof(float));
-    keep_stats(e, 0);
+    engine_keep_stats(e, 0);
 }
 
 /* The squared norm of g - snap (snap may be NULL) over [j, end), in double. */
@@ -542,106 +417,6 @@ static int measure(selsync_engine *e)
     return 0;
 }
 
-/* FedAvg with C < 1: returns k, sets e->member, and when k < world leaves
- * the members in ascending order in e->perm[0 .. k) (top comment). */
-static int fedavg_members(selsync_engine *e)
-{
-    int k = (int)floor(e->cfg.fedavg_fraction * e->world + 0.5);
-    selsync_rng r = selsync_rng_stream(e->cfg.seed, 0xfed, e->step);
-    k = k < 1 ? 1 : k > e->world ? e->world : k;
-    e->member = k == e->world;
-    if (k == e->world) return k;
-    for (int i = 0; i < e->world; i++) e->perm[i] = i;
-    for (int i = 0; i < k; i++) {
-        int j = i + (int)selsync_rng_below(&r, (uint64_t)(e->world - i)), x = e->perm[i];
-        e->perm[i] = e->perm[j];
-        e->perm[j] = x;
-        e->member |= e->perm[i] == e->rank;
-    }
-    for (int i = 1; i < k; i++) /* insertion sort of the k drawn */
-        for (int j = i, x = e->perm[j]; j > 0 && e->perm[j - 1] > x; j--) {
-            e->perm[j] = e->perm[j - 1];
-            e->perm[j - 1] = x;
-        }
-    return k;
-}
-
-/* A step of selsync after warm-up (its decision agreed, so the same on every
- * rank): counts the run of local steps for max_local and, with target_sync,
- * moves delta towards the threshold at which that share of the steps
- * synchronises, delta *= exp(TARGET_RATE (synced - target_sync)), within
- * [DELTA_MIN, DELTA_MAX]. */
-#define TARGET_RATE 0.1
-#define DELTA_MIN 1e-9
-#define DELTA_MAX 1e9
-static void adapt(selsync_engine *e)
-{
-    int synced = e->cur.decision == SELSYNC_SYNC_STEP;
-    e->local_run = synced ? 0 : e->local_run + 1;
-    if (e->cfg.target_sync > 0) {
-        e->delta *= exp(TARGET_RATE * (synced - e->cfg.target_sync));
-        e->delta = e->delta < DELTA_MIN ? DELTA_MIN : e->delta > DELTA_MAX ? DELTA_MAX : e->delta;
-    }
-}
-
-/* Fills e->chosen, e->member, e->n_members and e->scale for this step.
- * bad: this rank's loss or gradient is not finite (on_nonfinite = skip);
- * then no rank synchronises this step, which costs one flag in the
- * agreement (selsync after warm-up) or one extra collective of one byte on
- * steps that would synchronise. */
-static selsync_status decide(selsync_engine *e, int bad)
-{
-    int all = 0, k = e->world, skip = e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP;
-    uint8_t *flag = e->flags + e->n_groups; /* the non-finite flag */
-    *flag = 0;
-    e->member = 1;
-    e->cur.delta = e->delta;
-    memset(e->chosen, 0, e->n_layers);
-    switch (e->cfg.method) {
-    case SELSYNC_METHOD_SELSYNC: {
-        double t0 = selsync_now();
-        selsync_status st;
-        if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
-        *flag = (uint8_t)bad;
-        st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups + skip);
-        e->cur.t_agree = selsync_now() - t0;
-        if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", e->n_groups + skip);
-        skip = 0; /* agreed */
-        for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
-        all = e->cfg.max_local > 0 && e->local_run >= (uint64_t)e->cfg.max_local; /* the guard */
-        break;
-    }
-    case SELSYNC_METHOD_BSP:
-    case SELSYNC_METHOD_SSP: all = 1; break;
-    case SELSYNC_METHOD_FEDAVG:
-        if ((e->step + 1) % (uint64_t)e->cfg.fedavg_interval == 0) { all = 1; k = fedavg_members(e); }
-        break;
-    default: break; /* local: only selsync_finish averages */
-    }
-    if (all) memset(e->chosen, 1, e->n_layers);
-    if (skip && all) { /* agree on the non-finite flag alone */
-        double t0 = selsync_now();
-        selsync_status st;
-        *flag = (uint8_t)bad;
-        st = e->comm.ops->any(e->comm.ctx, flag, 1);
-        e->cur.t_agree += selsync_now() - t0;
-        if (st != SELSYNC_OK) return comm_failed(e, st, "agreement (any)", 1);
-    }
-    if (e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP && *flag) {
-        memset(e->chosen, 0, e->n_layers);
-        e->cur.decision = SELSYNC_SKIP_STEP;
-        e->cur.layers_synced = 0;
-        return SELSYNC_OK;
-    }
-    e->n_members = k;
-    e->scale = 1.0f / (float)k;
-    e->cur.layers_synced = 0;
-    for (size_t l = 0; l < e->n_layers; l++) e->cur.layers_synced += e->chosen[l] && e->payload[l];
-    e->cur.decision = e->cur.layers_synced ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP;
-    if (e->cfg.method == SELSYNC_METHOD_SELSYNC && e->step >= (uint64_t)e->cfg.warmup) adapt(e);
-    return SELSYNC_OK;
-}
-
 /* A transfer of n floats (n > 0) over all ranks sent `bytes`: the bytes per
  * payload byte, kept from the largest transfer so far (a full one once
  * there was one; top comment, Accounting). */
@@ -670,7 +445,7 @@ static selsync_status transfer(selsync_engine *e, int member, int k, float scale
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
         float *v = x->param;
-        if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+        if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
         if (!member && !among) memset(v, 0, x->count * sizeof(float));
         e->seg[ns++] = (selsync_segment){v, x->count};
         n += x->count;
@@ -679,7 +454,7 @@ static selsync_status transfer(selsync_engine *e, int member, int k, float scale
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     st = among ? e->comm.ops->sum_f32v_among(e->comm.ctx, e->seg, ns, scale, e->perm, k)
                : e->comm.ops->sum_f32v(e->comm.ctx, e->seg, ns, scale);
-    if (st != SELSYNC_OK) return comm_failed(e, st, among ? "sum_f32v_among" : "sum_f32v", n);
+    if (st != SELSYNC_OK) return engine_comm_failed(e, st, among ? "sum_f32v_among" : "sum_f32v", n);
     if (!among) learn_ratio(e, e->comm.ops->bytes_sent(e->comm.ctx) - b0, n);
     *t += selsync_now() - t0;
     return SELSYNC_OK;
@@ -689,16 +464,17 @@ static selsync_status transfer(selsync_engine *e, int member, int k, float scale
  * before_update): whether its buckets overlap the backward pass, decided
  * from what is known before it (top comment); the step's byte count starts
  * and the transport learns the step. */
+/* overlap = 1 with a communicator that can sum in the background */
+static int overlaps(const selsync_engine *e)
+{
+    return e->cfg.overlap && e->comm.ops->sum_f32v_start && e->comm.ops->wait_sums;
+}
+
 static void open_step(selsync_engine *e)
 {
-    int sure = e->cfg.method == SELSYNC_METHOD_BSP ||
-               (e->cfg.method == SELSYNC_METHOD_SELSYNC &&
-                (e->step < (uint64_t)e->cfg.warmup ||
-                 (e->cfg.max_local > 0 && e->local_run >= (uint64_t)e->cfg.max_local)));
     e->step_open = 1;
-    e->overlapping = sure && e->cfg.overlap && e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS &&
-                     e->cfg.on_nonfinite != SELSYNC_NONFINITE_SKIP &&
-                     e->comm.ops->sum_f32v_start && e->comm.ops->wait_sums;
+    e->overlapping = policy_forced(e) && overlaps(e) && e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS &&
+                     e->cfg.on_nonfinite != SELSYNC_NONFINITE_SKIP;
     if (e->overlapping) {
         memset(e->chosen, 1, e->n_layers);
         e->scale = 1.0f / (float)e->world;
@@ -726,7 +502,7 @@ static selsync_status sum_buckets(selsync_engine *e, int ready_only)
         selsync_status st;
         while (i > 0 && (double)n * sizeof(float) < limit) {
             const selsync_tensor *x = &e->t[--i];
-            if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+            if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
             if (ready_only && !e->ready[x->layer]) return SELSYNC_OK;
             seg[ns++] = (selsync_segment){x->grad ? x->grad : x->param, x->count};
             n += x->count;
@@ -735,7 +511,7 @@ static selsync_status sum_buckets(selsync_engine *e, int ready_only)
         if (e->bucket_n == 0) e->bucket_b0 = e->comm.ops->bytes_sent(e->comm.ctx);
         st = e->overlapping ? e->comm.ops->sum_f32v_start(e->comm.ctx, seg, ns, e->scale)
                             : e->comm.ops->sum_f32v(e->comm.ctx, seg, ns, e->scale);
-        if (st != SELSYNC_OK) return comm_failed(e, st, e->overlapping ? "sum_f32v_start" : "sum_f32v", n);
+        if (st != SELSYNC_OK) return engine_comm_failed(e, st, e->overlapping ? "sum_f32v_start" : "sum_f32v", n);
         e->bucket_pos = i;
         e->seg_used += ns;
         e->bucket_n += n;
@@ -754,7 +530,7 @@ static selsync_status average_grads(selsync_engine *e, double *t)
     double t0 = selsync_now();
     selsync_status st = sum_buckets(e, 0);
     if (st == SELSYNC_OK && e->overlapping && (st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
-        return comm_failed(e, st, "sum_f32v (started during the backward pass)", e->bucket_n);
+        return engine_comm_failed(e, st, "sum_f32v (started during the backward pass)", e->bucket_n);
     if (st != SELSYNC_OK) return st;
     if (e->bucket_n) learn_ratio(e, e->comm.ops->bytes_sent(e->comm.ctx) - e->bucket_b0, e->bucket_n);
     *t += selsync_now() - t0;
@@ -765,8 +541,7 @@ static selsync_status average_grads(selsync_engine *e, double *t)
  * background while the next step computes (top comment). */
 static int averages_late(const selsync_engine *e)
 {
-    return e->cfg.overlap && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->n_members == e->world &&
-           e->comm.ops->sum_f32v_start && e->comm.ops->wait_sums;
+    return overlaps(e) && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->n_members == e->world;
 }
 
 /* Starts the average of the chosen layers' synced params: packed into
@@ -784,7 +559,7 @@ static selsync_status start_late(selsync_engine *e)
     }
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
-        if (!e->chosen[x->layer] || !syncs(e, x)) continue;
+        if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
         memcpy(e->late + n, x->param, x->count * sizeof(float));
         n += x->count;
         if (x->kind != SELSYNC_TENSOR_STAT) continue;
@@ -795,7 +570,7 @@ static selsync_status start_late(selsync_engine *e)
     memcpy(e->late_layers, e->chosen, e->n_layers);
     e->late_seg = (selsync_segment){e->late, n};
     if ((st = e->comm.ops->sum_f32v_start(e->comm.ctx, &e->late_seg, 1, e->scale)) != SELSYNC_OK)
-        return comm_failed(e, st, "sum_f32v_start (parameters)", n);
+        return engine_comm_failed(e, st, "sum_f32v_start (parameters)", n);
     e->late_pending = 1;
     e->tot.late_averages++;
     return SELSYNC_OK;
@@ -806,7 +581,7 @@ static selsync_status start_late(selsync_engine *e)
  * tensor the average plus what the forward passes since changed in it.
  * between: called between two steps (its bytes then go into the next
  * step's record). Adds the time to *t. */
-static selsync_status apply_late(selsync_engine *e, int between, double *t)
+selsync_status engine_apply_late(selsync_engine *e, int between, double *t)
 {
     double t0 = selsync_now();
     size_t n = 0, ns = 0, total = e->late_seg.count;
@@ -815,13 +590,13 @@ static selsync_status apply_late(selsync_engine *e, int between, double *t)
     e->late_pending = 0;
     uint64_t b0 = e->comm.ops->bytes_sent(e->comm.ctx); /* a started sum counts at its wait (comm.h) */
     if ((st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
-        return comm_failed(e, st, "sum_f32v (parameters, started after the previous update)", total);
+        return engine_comm_failed(e, st, "sum_f32v (parameters, started after the previous update)", total);
     uint64_t bytes = e->comm.ops->bytes_sent(e->comm.ctx) - b0;
     learn_ratio(e, bytes, total);
     if (between) e->late_carry += bytes;
     for (size_t i = 0; i < e->nt; i++) {
         const selsync_tensor *x = &e->t[i];
-        if (!e->late_layers[x->layer] || !syncs(e, x)) continue;
+        if (!e->late_layers[x->layer] || !policy_syncs(e, x)) continue;
         if (x->kind == SELSYNC_TENSOR_STAT) {
             for (size_t j = 0; j < x->count; j++) x->param[j] += e->late[n + j] - e->late_base[ns + j];
             ns += x->count;
@@ -834,7 +609,7 @@ static selsync_status apply_late(selsync_engine *e, int between, double *t)
     return SELSYNC_OK;
 }
 
-static selsync_status check(selsync_engine *e, int in_step)
+selsync_status engine_check(selsync_engine *e, int in_step)
 {
     if (e->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
     if (e->in_step != in_step)
@@ -850,7 +625,7 @@ selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
     double t0 = selsync_now();
 
     if (!e || layer >= e->n_layers) return SELSYNC_EINVAL;
-    if ((st = check(e, 0)) != SELSYNC_OK || e->ssp_server || e->ssp) return st;
+    if ((st = engine_check(e, 0)) != SELSYNC_OK || e->ssp_server || e->ssp) return st;
     if (!e->step_open) open_step(e);
     if (!e->overlapping || e->ready[layer]) return SELSYNC_OK;
     e->ready[layer] = 1;
@@ -867,7 +642,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     double t0 = selsync_now();
 
     if (!e) return SELSYNC_EINVAL;
-    if ((st = check(e, 0)) != SELSYNC_OK) return st;
+    if ((st = engine_check(e, 0)) != SELSYNC_OK) return st;
     if (e->ssp_server)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: rank 0 is the parameter server and does not train");
     if (!e->step_open) open_step(e);
@@ -878,7 +653,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->cur.inject_bytes = e->inject_next;
     e->inject_next = 0;
     e->cur.t_compute = t0 - e->t_mark - e->t_hooks;
-    if ((st = apply_late(e, 0, &e->cur.t_transfer)) != SELSYNC_OK) return st;
+    if ((st = engine_apply_late(e, 0, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     double t1 = selsync_now();
     int bad = measure(e);
     e->cur.t_measure = selsync_now() - t1 + e->t_hooks;
@@ -890,38 +665,12 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
                      loss, bad == 2 ? "no setting can repair the parameters"
                                     : "on_nonfinite = skip would skip synchronising such steps instead");
     if (bad) discard_own_step(e);
-    if ((st = decide(e, bad)) != SELSYNC_OK) return st;
+    if ((st = policy_decide(e, bad)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP && !e->overlapping &&
         (st = average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     e->in_step = 1;
     return SELSYNC_OK;
-}
-
-static int write_line(const selsync_engine *e)
-{
-    FILE *f = e->log;
-    const selsync_step *s = &e->cur;
-    char change[32] = "inf";
-    if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
-    return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
-                   "\t%.9g\t%.9g\t%.9g\t%.9g",
-                   s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
-                   selsync_decision_name(s->decision), s->layers_synced, s->bytes_sent,
-                   s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ||
-           (adaptive(e) && fprintf(f, "\t%.9g", s->delta) < 0) ||
-           (isnan(s->t_virtual) ? fputc('\n', f) : fprintf(f, "\t%.6f\n", s->t_virtual)) < 0 ? -1 : 0;
-}
-
-/* Steps and counters a run can reach, and a restored state may hold:
- * below 2^53, so that every figure derived from them stays exact and in
- * range. A run stops with an error at the last one (selsync_after_update),
- * so every state it writes can be restored. */
-#define MAX_RESTORED_COUNT (1ULL << 53)
-
-static selsync_status log_failed(selsync_engine *e)
-{
-    return EFAIL(e, SELSYNC_EIO, "[selsync] writing metrics file '%s' failed: %s", e->log_path, strerror(errno));
 }
 
 selsync_status selsync_after_update(selsync_engine *e)
@@ -930,7 +679,7 @@ selsync_status selsync_after_update(selsync_engine *e)
     int bad_log = 0;
 
     if (!e) return SELSYNC_EINVAL;
-    if ((st = check(e, 1)) != SELSYNC_OK) return st;
+    if ((st = engine_check(e, 1)) != SELSYNC_OK) return st;
     if (e->step + 1 >= MAX_RESTORED_COUNT)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] the step counter is at %" PRIu64 ", the most a run can count "
                      "(2^53 - 1)", e->step);
@@ -951,7 +700,7 @@ selsync_status selsync_after_update(selsync_engine *e)
         e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
         return st;
-    keep_stats(e, 1);
+    engine_keep_stats(e, 1);
     e->last = e->cur;
     e->has_last = 1;
     e->tot.steps++;
@@ -965,12 +714,11 @@ selsync_status selsync_after_update(selsync_engine *e)
     selsync_vclock vc;
     e->cur.t_virtual = selsync_virtual_clock(&e->comm, &vc) ? vc.now : NAN;
     if (e->cfg.log[0]) {
-        bad_log = write_header(e) != 0 || write_line(e) != 0;
-        if (!bad_log && (e->step + 1) % FLUSH_EVERY == 0) bad_log = fflush(e->log) != 0;
+        bad_log = metrics_header(e) != 0 || metrics_line(e) != 0;
     }
     e->step++;
     e->t_mark = selsync_now();
-    return bad_log ? log_failed(e) : SELSYNC_OK;
+    return bad_log ? metrics_failed(e) : SELSYNC_OK;
 }
 
 /* One average of every param (STAT ones when sync_bn_stats); its bytes and
@@ -982,7 +730,7 @@ selsync_status selsync_finish(selsync_engine *e)
     uint64_t b0;
 
     if (!e) return SELSYNC_EINVAL;
-    if ((st = check(e, 0)) != SELSYNC_OK || (st = apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK) return st;
+    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK) return st;
     e->tot.bytes_sent += e->late_carry;
     e->late_carry = 0;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
@@ -995,7 +743,7 @@ selsync_status selsync_finish(selsync_engine *e)
     }
     e->tot.bytes_sent += e->comm.ops->bytes_sent(e->comm.ctx) - b0;
     if (st != SELSYNC_OK) return st;
-    if (e->cfg.log[0] && (write_header(e) != 0 || fflush(e->log) != 0)) return log_failed(e);
+    if (e->cfg.log[0] && (metrics_header(e) != 0 || fflush(e->log) != 0)) return metrics_failed(e);
     return SELSYNC_OK;
 }
 
@@ -1027,23 +775,6 @@ void selsync_note_injection(selsync_engine *e, uint64_t bytes)
     e->tot.inject_bytes += bytes;
 }
 
-/* One "# " line per line of text; a final newline ends the last line. */
-selsync_status selsync_log_note(selsync_engine *e, const char *text)
-{
-    if (!e || !text) return SELSYNC_EINVAL;
-    if (!e->cfg.log[0]) return SELSYNC_OK;
-    if (e->in_step)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_log_note in the middle of a step", e->step);
-    if (!log_file(e)) return log_failed(e);
-    for (const char *p = text; *p;) {
-        size_t n = strcspn(p, "\n");
-        if (fputs("# ", e->log) == EOF || fwrite(p, 1, n, e->log) != n || fputc('\n', e->log) == EOF)
-            return log_failed(e);
-        p += n + (p[n] == '\n');
-    }
-    return SELSYNC_OK;
-}
-
 /* ---- evaluation, checkpoints ---- */
 
 const float *selsync_consensus(selsync_engine *e)
@@ -1051,7 +782,7 @@ const float *selsync_consensus(selsync_engine *e)
     selsync_status st;
     size_t n = 0;
     double t_late = 0; /* evaluation time, outside the totals */
-    if (!e || check(e, 0) != SELSYNC_OK || apply_late(e, 1, &t_late) != SELSYNC_OK) return NULL;
+    if (!e || engine_check(e, 0) != SELSYNC_OK || engine_apply_late(e, 1, &t_late) != SELSYNC_OK) return NULL;
     if (e->cfg.method == SELSYNC_METHOD_SSP) {
         EFAIL(e, SELSYNC_ESTATE, "[selsync] method = ssp: the server holds the model; no consensus to compute");
         return NULL;
@@ -1063,7 +794,7 @@ const float *selsync_consensus(selsync_engine *e)
     for (size_t i = 0; i < e->nt; n += e->t[i].count, i++)
         memcpy(e->mean + n, e->t[i].param, e->t[i].count * sizeof(float));
     if ((st = e->comm.ops->sum_f32(e->comm.ctx, e->mean, n)) != SELSYNC_OK) {
-        comm_failed(e, st, "consensus (sum_f32)", n);
+        engine_comm_failed(e, st, "consensus (sum_f32)", n);
         return NULL;
     }
     for (size_t j = 0; j < n; j++) e->mean[j] *= 1.0f / (float)e->world;
@@ -1081,170 +812,6 @@ void selsync_exclude_time(selsync_engine *e)
 double selsync_train_seconds(const selsync_engine *e)
 {
     return e ? e->t_mark - e->t_start - e->tot.t_excluded : 0.0;
-}
-
-selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double score, double eval_s)
-{
-    if (!e || !metric) return SELSYNC_EINVAL;
-    if (!e->cfg.log[0]) return SELSYNC_OK;
-    double wall = e->t_mark - e->t_start;
-    selsync_vclock vc;
-    char virt[48] = "";
-    if (selsync_virtual_clock(&e->comm, &vc)) snprintf(virt, sizeof virt, "\tvirtual_s=%.3f", vc.now);
-    if (write_header(e) != 0 ||
-        fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f%s\t%s=%.6f\teval_s=%.3f\n", e->step,
-                wall, selsync_train_seconds(e), virt, metric, score, eval_s) < 0 ||
-        fflush(e->log) != 0)
-        return log_failed(e);
-    return SELSYNC_OK;
-}
-
-/* The snapshot: a header of sizes (to reject another network or window),
- * then the fields below in order, in this machine's byte order. */
-typedef struct snapshot_head {
-    char magic[8];
-    uint64_t n_track, window, n_params, n_trained, has_snap;
-    uint64_t step, ratio_n, local_run;
-    double ratio, wall, delta;
-    selsync_totals tot;
-} snapshot_head;
-
-static const char snapshot_magic[8] = "SSENG04";
-
-size_t selsync_snapshot_size(const selsync_engine *e)
-{
-    if (!e) return 0;
-    return sizeof(snapshot_head) + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
-           ((e->snap ? e->n_trained : 0) + e->n_params + e->n_trained) * sizeof(float);
-}
-
-/* Copies n bytes between the snapshot at *pos and x, in the direction out. */
-static void field(uint8_t **pos, void *x, size_t n, int out)
-{
-    if (out) memcpy(*pos, x, n);
-    else memcpy(x, *pos, n);
-    *pos += n;
-}
-
-/* The host arrays: every param, then every trained grad. */
-static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
-{
-    for (size_t i = 0; i < e->nt; i++) field(pos, e->t[i].param, e->t[i].count * sizeof(float), out);
-    for (size_t i = 0; i < e->nt; i++)
-        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) field(pos, e->t[i].grad, e->t[i].count * sizeof(float), out);
-}
-
-selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
-{
-    selsync_status st;
-    double t_late = 0; /* checkpoint time, outside the totals */
-    if (!e || !buf) return SELSYNC_EINVAL;
-    if ((st = check(e, 0)) != SELSYNC_OK || (st = apply_late(e, 1, &t_late)) != SELSYNC_OK) return st;
-    e->tot.bytes_sent += e->late_carry; /* so that a restored run counts them alike */
-    e->late_carry = 0;
-    if (len != selsync_snapshot_size(e))
-        return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
-                     selsync_snapshot_size(e));
-    snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
-                       e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot};
-    uint8_t *pos = buf;
-    memcpy(h.magic, snapshot_magic, sizeof h.magic);
-    field(&pos, &h, sizeof h, 1);
-    field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 1);
-    field(&pos, e->prev, e->n_track * sizeof(double), 1);
-    if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 1);
-    host_arrays(e, &pos, 1);
-    return SELSYNC_OK;
-}
-
-
-/* 1 when the n floats at p (any alignment) are all finite. */
-static int floats_finite(const uint8_t *p, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        float x;
-        memcpy(&x, p + i * sizeof x, sizeof x);
-        if (!(x >= -FLT_MAX && x <= FLT_MAX)) return 0;
-    }
-    return 1;
-}
-
-static int nonneg_finite(double x) { return x >= 0 && x <= DBL_MAX; }
-
-/* Why the snapshot's fields (head h, then the norms at pos) cannot be a
- * state this engine wrote; NULL when they can. */
-static const char *restored_fields_invalid(const selsync_engine *e, const snapshot_head *h, const uint8_t *pos)
-{
-    const selsync_totals *t = &h->tot;
-    if (h->step >= MAX_RESTORED_COUNT || t->steps > h->step || t->synced_steps > t->steps ||
-        t->skipped_steps > t->steps)
-        return "its step counters are out of range";
-    if (h->ratio_n > e->n_params || !nonneg_finite(h->ratio) || h->ratio > 1e6)
-        return "its transfer ratio is out of range";
-    if (h->local_run > h->step || !nonneg_finite(h->delta))
-        return "its run of local steps or its delta is out of range";
-    if (!nonneg_finite(h->wall) || !nonneg_finite(t->t_compute) || !nonneg_finite(t->t_measure) ||
-        !nonneg_finite(t->t_agree) || !nonneg_finite(t->t_transfer) || !nonneg_finite(t->t_excluded))
-        return "its times are negative or not finite";
-    for (size_t i = 0; i < e->n_track * ((size_t)e->cfg.window + 1); i++) {
-        double x;
-        memcpy(&x, pos + i * sizeof x, sizeof x);
-        if (!nonneg_finite(x)) return "its gradient norms are negative or not finite";
-    }
-    /* the saved parameters (the last average's, then the model's) and the
-     * gradient and momentum arrays: NaN would stop the run at its next step */
-    size_t floats = (h->has_snap ? e->n_trained : 0) + e->n_params + e->n_trained;
-    if (!floats_finite(pos + e->n_track * ((size_t)e->cfg.window + 1) * sizeof(double), floats))
-        return "its parameters, gradients or momentum are not finite";
-    return NULL;
-}
-
-/* 1 when a format tag (7 bytes and a NUL) is printable ASCII, fit to quote. */
-static int printable_tag(const char tag[8])
-{
-    for (int i = 0; i < 7; i++)
-        if (tag[i] < 0x20 || tag[i] > 0x7e) return 0;
-    return tag[7] == '\0';
-}
-
-selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
-{
-    snapshot_head h;
-    uint8_t *pos = (uint8_t *)buf;
-    if (!e || !buf) return SELSYNC_EINVAL;
-    if (e->step > 0 || e->in_step || e->has_last || e->header_done || e->ssp || e->ssp_server)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_restore: only before the first step, and not with ssp");
-    if (len < sizeof h)
-        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is truncated (%zu bytes)", len);
-    field(&pos, &h, sizeof h, 0);
-    if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0)
-        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is in format '%.7s', written by another "
-                     "version of this program; this one reads '%s' (resume with the version that wrote it)",
-                     printable_tag(h.magic) ? h.magic : "unknown", snapshot_magic);
-    if (len != selsync_snapshot_size(e) ||
-        h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
-        h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))
-        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
-                     "another [selsync] window or granularity (%zu bytes; this run needs %zu)", len,
-                     selsync_snapshot_size(e));
-    const char *bad = restored_fields_invalid(e, &h, pos);
-    if (bad)
-        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is damaged: %s", bad);
-    field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 0);
-    field(&pos, e->prev, e->n_track * sizeof(double), 0);
-    if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
-    host_arrays(e, &pos, 0);
-    keep_stats(e, 1);
-    e->step = h.step;
-    e->ratio_n = (size_t)h.ratio_n;
-    e->ratio = h.ratio;
-    e->local_run = h.local_run;
-    e->delta = h.delta;
-    e->tot = h.tot;
-    e->t_mark = selsync_now();
-    e->t_start = e->t_mark - h.wall;
-    e->resumed = 1;
-    return SELSYNC_OK;
 }
 
 const char *selsync_decision_name(selsync_decision d)

@@ -1,0 +1,121 @@
+/* The metrics file: one tab-separated row per step, "# " notes and
+ * "# eval" rows (see engine_state.h).
+ *
+ * The header line is written just before the first step's
+ * line (or at finish/destroy if no step ran), so that selsync_log_note's
+ * "# " lines can precede it. Injection bytes the host notes wait in
+ * inject_next for the coming step's record. */
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "selsync/vclock.h"
+
+#include "engine_state.h"
+
+#define FLUSH_EVERY 100 /* rows between two flushes */
+
+/* Opens cfg->log with every "%r" replaced by the rank. */
+selsync_status metrics_open(selsync_engine *e, char *err, size_t len)
+{
+    char *o = e->log_path;
+    for (const char *p = e->cfg.log; *p; p++) {
+        if (p[0] == '%' && p[1] == 'r') o += sprintf(o, "%d", e->rank), p++;
+        else *o++ = *p;
+    }
+    *o = '\0';
+    FILE *probe = fopen(e->log_path, "a"); /* fail early; truncated on first write */
+    if (!probe || fclose(probe))
+        return selsync_fail(err, len, SELSYNC_EIO, "[selsync] cannot open metrics file '%s': %s", e->log_path,
+                    strerror(errno));
+    return SELSYNC_OK;
+}
+
+/* The metrics file, opened on the first write: anew, or appended to after a
+ * restore (its header is already there); NULL when there is none or it
+ * cannot be opened (errno set). */
+static FILE *log_file(selsync_engine *e)
+{
+    if (e->log || !e->cfg.log[0]) return e->log;
+    e->log = fopen(e->log_path, e->resumed ? "a" : "w");
+    if (e->log && e->resumed && fseek(e->log, 0, SEEK_END) == 0) e->header_done = ftell(e->log) > 0;
+    return e->log;
+}
+
+/* delta changes during the run (target_sync): the metrics log it */
+static int adaptive(const selsync_engine *e)
+{
+    return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.target_sync > 0;
+}
+
+/* The header line, written lazily so that notes can come first; -1 on error. */
+int metrics_header(selsync_engine *e)
+{
+    if (!e->cfg.log[0] || e->header_done) return 0;
+    if (!log_file(e)) return -1;
+    if (e->header_done) return 0;
+    e->header_done = 1;
+    return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
+                 "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer", e->log) < 0 ||
+           (adaptive(e) && fputs("\tdelta", e->log) < 0) ||
+           fputs(selsync_virtual_clock(&e->comm, NULL) ? "\tvirtual_s\n" : "\n", e->log) < 0 ? -1 : 0;
+}
+
+int metrics_line(const selsync_engine *e)
+{
+    FILE *f = e->log;
+    const selsync_step *s = &e->cur;
+    char change[32] = "inf";
+    if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
+    return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
+                   "\t%.9g\t%.9g\t%.9g\t%.9g",
+                   s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
+                   selsync_decision_name(s->decision), s->layers_synced, s->bytes_sent,
+                   s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ||
+           (adaptive(e) && fprintf(f, "\t%.9g", s->delta) < 0) ||
+           (isnan(s->t_virtual) ? fputc('\n', f) : fprintf(f, "\t%.6f\n", s->t_virtual)) < 0 ||
+                   ((s->step + 1) % FLUSH_EVERY == 0 && fflush(f) != 0)
+               ? -1
+               : 0;
+}
+
+selsync_status metrics_failed(selsync_engine *e)
+{
+    return EFAIL(e, SELSYNC_EIO, "[selsync] writing metrics file '%s' failed: %s", e->log_path, strerror(errno));
+}
+
+/* One "# " line per line of text; a final newline ends the last line. */
+selsync_status selsync_log_note(selsync_engine *e, const char *text)
+{
+    if (!e || !text) return SELSYNC_EINVAL;
+    if (!e->cfg.log[0]) return SELSYNC_OK;
+    if (e->in_step)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_log_note in the middle of a step", e->step);
+    if (!log_file(e)) return metrics_failed(e);
+    for (const char *p = text; *p;) {
+        size_t n = strcspn(p, "\n");
+        if (fputs("# ", e->log) == EOF || fwrite(p, 1, n, e->log) != n || fputc('\n', e->log) == EOF)
+            return metrics_failed(e);
+        p += n + (p[n] == '\n');
+    }
+    return SELSYNC_OK;
+}
+
+selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double score, double eval_s)
+{
+    if (!e || !metric) return SELSYNC_EINVAL;
+    if (!e->cfg.log[0]) return SELSYNC_OK;
+    double wall = e->t_mark - e->t_start;
+    selsync_vclock vc;
+    char virt[48] = "";
+    if (selsync_virtual_clock(&e->comm, &vc)) snprintf(virt, sizeof virt, "\tvirtual_s=%.3f", vc.now);
+    if (metrics_header(e) != 0 ||
+        fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f%s\t%s=%.6f\teval_s=%.3f\n", e->step,
+                wall, selsync_train_seconds(e), virt, metric, score, eval_s) < 0 ||
+        fflush(e->log) != 0)
+        return metrics_failed(e);
+    return SELSYNC_OK;
+}

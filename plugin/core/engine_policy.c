@@ -1,0 +1,133 @@
+/* Which steps synchronise, and among whom: the engine's per-method
+ * policy (see engine_state.h).
+ *
+ * Agreement (selsync): during the first `warmup` steps every rank knows
+ * that all layers synchronise, so no collective is needed (the EWMA still
+ * fills). Afterwards one `any` over the per-group flags ORs them across
+ * ranks; every rank then synchronises the same layers.
+ *
+ * FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
+ * partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
+ * every rank; the members alone send (sum_f32v_among) and everybody
+ * receives sum / k. A communicator without sum_f32v_among gets one
+ * sum_f32v over all ranks in which non-members send zeros. */
+
+#include <math.h>
+#include <string.h>
+
+#include "selsync/rng.h"
+
+#include "engine_state.h"
+
+int policy_syncs(const selsync_engine *e, const selsync_tensor *t)
+{
+    return t->kind == SELSYNC_TENSOR_TRAINED || e->cfg.sync_bn_stats;
+}
+
+int policy_forced(const selsync_engine *e)
+{
+    return e->cfg.method == SELSYNC_METHOD_BSP ||
+           (e->cfg.method == SELSYNC_METHOD_SELSYNC &&
+            (e->step < (uint64_t)e->cfg.warmup ||
+             (e->cfg.max_local > 0 && e->local_run >= (uint64_t)e->cfg.max_local)));
+}
+
+/* FedAvg with C < 1: returns k, sets e->member, and when k < world leaves
+ * the members in ascending order in e->perm[0 .. k) (top comment). */
+static int fedavg_members(selsync_engine *e)
+{
+    int k = (int)floor(e->cfg.fedavg_fraction * e->world + 0.5);
+    selsync_rng r = selsync_rng_stream(e->cfg.seed, 0xfed, e->step);
+    k = k < 1 ? 1 : k > e->world ? e->world : k;
+    e->member = k == e->world;
+    if (k == e->world) return k;
+    for (int i = 0; i < e->world; i++) e->perm[i] = i;
+    for (int i = 0; i < k; i++) {
+        int j = i + (int)selsync_rng_below(&r, (uint64_t)(e->world - i)), x = e->perm[i];
+        e->perm[i] = e->perm[j];
+        e->perm[j] = x;
+        e->member |= e->perm[i] == e->rank;
+    }
+    for (int i = 1; i < k; i++) /* insertion sort of the k drawn */
+        for (int j = i, x = e->perm[j]; j > 0 && e->perm[j - 1] > x; j--) {
+            e->perm[j] = e->perm[j - 1];
+            e->perm[j - 1] = x;
+        }
+    return k;
+}
+
+/* A step of selsync after warm-up (its decision agreed, so the same on every
+ * rank): counts the run of local steps for max_local and, with target_sync,
+ * moves delta towards the threshold at which that share of the steps
+ * synchronises, delta *= exp(TARGET_RATE (synced - target_sync)), within
+ * [DELTA_MIN, DELTA_MAX]. */
+#define TARGET_RATE 0.1
+#define DELTA_MIN 1e-9
+#define DELTA_MAX 1e9
+static void adapt(selsync_engine *e)
+{
+    int synced = e->cur.decision == SELSYNC_SYNC_STEP;
+    e->local_run = synced ? 0 : e->local_run + 1;
+    if (e->cfg.target_sync > 0) {
+        e->delta *= exp(TARGET_RATE * (synced - e->cfg.target_sync));
+        e->delta = e->delta < DELTA_MIN ? DELTA_MIN : e->delta > DELTA_MAX ? DELTA_MAX : e->delta;
+    }
+}
+
+/* Fills e->chosen, e->member, e->n_members and e->scale for this step.
+ * bad: this rank's loss or gradient is not finite (on_nonfinite = skip);
+ * then no rank synchronises this step, which costs one flag in the
+ * agreement (selsync after warm-up) or one extra collective of one byte on
+ * steps that would synchronise. */
+selsync_status policy_decide(selsync_engine *e, int bad)
+{
+    int all = 0, k = e->world, skip = e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP;
+    uint8_t *flag = e->flags + e->n_groups; /* the non-finite flag */
+    *flag = 0;
+    e->member = 1;
+    e->cur.delta = e->delta;
+    memset(e->chosen, 0, e->n_layers);
+    switch (e->cfg.method) {
+    case SELSYNC_METHOD_SELSYNC: {
+        double t0 = selsync_now();
+        selsync_status st;
+        if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
+        *flag = (uint8_t)bad;
+        st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups + skip);
+        e->cur.t_agree = selsync_now() - t0;
+        if (st != SELSYNC_OK) return engine_comm_failed(e, st, "agreement (any)", e->n_groups + skip);
+        skip = 0; /* agreed */
+        for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
+        all = policy_forced(e); /* the max_local guard */
+        break;
+    }
+    case SELSYNC_METHOD_BSP:
+    case SELSYNC_METHOD_SSP: all = 1; break;
+    case SELSYNC_METHOD_FEDAVG:
+        if ((e->step + 1) % (uint64_t)e->cfg.fedavg_interval == 0) { all = 1; k = fedavg_members(e); }
+        break;
+    default: break; /* local: only selsync_finish averages */
+    }
+    if (all) memset(e->chosen, 1, e->n_layers);
+    if (skip && all) { /* agree on the non-finite flag alone */
+        double t0 = selsync_now();
+        selsync_status st;
+        *flag = (uint8_t)bad;
+        st = e->comm.ops->any(e->comm.ctx, flag, 1);
+        e->cur.t_agree += selsync_now() - t0;
+        if (st != SELSYNC_OK) return engine_comm_failed(e, st, "agreement (any)", 1);
+    }
+    if (e->cfg.on_nonfinite == SELSYNC_NONFINITE_SKIP && *flag) {
+        memset(e->chosen, 0, e->n_layers);
+        e->cur.decision = SELSYNC_SKIP_STEP;
+        e->cur.layers_synced = 0;
+        return SELSYNC_OK;
+    }
+    e->n_members = k;
+    e->scale = 1.0f / (float)k;
+    e->cur.layers_synced = 0;
+    for (size_t l = 0; l < e->n_layers; l++) e->cur.layers_synced += e->chosen[l] && e->payload[l];
+    e->cur.decision = e->cur.layers_synced ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP;
+    if (e->cfg.method == SELSYNC_METHOD_SELSYNC && e->step >= (uint64_t)e->cfg.warmup) adapt(e);
+    return SELSYNC_OK;
+}

@@ -1,0 +1,156 @@
+/* Snapshots of the engine's state for checkpoints, and their restore
+ * (see selsync/engine.h and engine_state.h). */
+
+#include <float.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "engine_state.h"
+
+/* The snapshot: a header of sizes (to reject another network or window),
+ * then the fields below in order, in this machine's byte order. */
+typedef struct snapshot_head {
+    char magic[8];
+    uint64_t n_track, window, n_params, n_trained, has_snap;
+    uint64_t step, ratio_n, local_run;
+    double ratio, wall, delta;
+    selsync_totals tot;
+} snapshot_head;
+
+static const char snapshot_magic[8] = "SSENG04";
+
+size_t selsync_snapshot_size(const selsync_engine *e)
+{
+    if (!e) return 0;
+    return sizeof(snapshot_head) + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
+           ((e->snap ? e->n_trained : 0) + e->n_params + e->n_trained) * sizeof(float);
+}
+
+/* Copies n bytes between the snapshot at *pos and x, in the direction out. */
+static void field(uint8_t **pos, void *x, size_t n, int out)
+{
+    if (out) memcpy(*pos, x, n);
+    else memcpy(x, *pos, n);
+    *pos += n;
+}
+
+/* The host arrays: every param, then every trained grad. */
+static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
+{
+    for (size_t i = 0; i < e->nt; i++) field(pos, e->t[i].param, e->t[i].count * sizeof(float), out);
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) field(pos, e->t[i].grad, e->t[i].count * sizeof(float), out);
+}
+
+selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
+{
+    selsync_status st;
+    double t_late = 0; /* checkpoint time, outside the totals */
+    if (!e || !buf) return SELSYNC_EINVAL;
+    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &t_late)) != SELSYNC_OK) return st;
+    e->tot.bytes_sent += e->late_carry; /* so that a restored run counts them alike */
+    e->late_carry = 0;
+    if (len != selsync_snapshot_size(e))
+        return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
+                     selsync_snapshot_size(e));
+    snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
+                       e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot};
+    uint8_t *pos = buf;
+    memcpy(h.magic, snapshot_magic, sizeof h.magic);
+    field(&pos, &h, sizeof h, 1);
+    field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 1);
+    field(&pos, e->prev, e->n_track * sizeof(double), 1);
+    if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 1);
+    host_arrays(e, &pos, 1);
+    return SELSYNC_OK;
+}
+
+
+/* 1 when the n floats at p (any alignment) are all finite. */
+static int floats_finite(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float x;
+        memcpy(&x, p + i * sizeof x, sizeof x);
+        if (!(x >= -FLT_MAX && x <= FLT_MAX)) return 0;
+    }
+    return 1;
+}
+
+static int nonneg_finite(double x) { return x >= 0 && x <= DBL_MAX; }
+
+/* Why the snapshot's fields (head h, then the norms at pos) cannot be a
+ * state this engine wrote; NULL when they can. */
+static const char *restored_fields_invalid(const selsync_engine *e, const snapshot_head *h, const uint8_t *pos)
+{
+    const selsync_totals *t = &h->tot;
+    if (h->step >= MAX_RESTORED_COUNT || t->steps > h->step || t->synced_steps > t->steps ||
+        t->skipped_steps > t->steps)
+        return "its step counters are out of range";
+    if (h->ratio_n > e->n_params || !nonneg_finite(h->ratio) || h->ratio > 1e6)
+        return "its transfer ratio is out of range";
+    if (h->local_run > h->step || !nonneg_finite(h->delta))
+        return "its run of local steps or its delta is out of range";
+    if (!nonneg_finite(h->wall) || !nonneg_finite(t->t_compute) || !nonneg_finite(t->t_measure) ||
+        !nonneg_finite(t->t_agree) || !nonneg_finite(t->t_transfer) || !nonneg_finite(t->t_excluded))
+        return "its times are negative or not finite";
+    for (size_t i = 0; i < e->n_track * ((size_t)e->cfg.window + 1); i++) {
+        double x;
+        memcpy(&x, pos + i * sizeof x, sizeof x);
+        if (!nonneg_finite(x)) return "its gradient norms are negative or not finite";
+    }
+    /* the saved parameters (the last average's, then the model's) and the
+     * gradient and momentum arrays: NaN would stop the run at its next step */
+    size_t floats = (h->has_snap ? e->n_trained : 0) + e->n_params + e->n_trained;
+    if (!floats_finite(pos + e->n_track * ((size_t)e->cfg.window + 1) * sizeof(double), floats))
+        return "its parameters, gradients or momentum are not finite";
+    return NULL;
+}
+
+/* 1 when a format tag (7 bytes and a NUL) is printable ASCII, fit to quote. */
+static int printable_tag(const char tag[8])
+{
+    for (int i = 0; i < 7; i++)
+        if (tag[i] < 0x20 || tag[i] > 0x7e) return 0;
+    return tag[7] == '\0';
+}
+
+selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
+{
+    snapshot_head h;
+    uint8_t *pos = (uint8_t *)buf;
+    if (!e || !buf) return SELSYNC_EINVAL;
+    if (e->step > 0 || e->in_step || e->has_last || e->header_done || e->ssp || e->ssp_server)
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_restore: only before the first step, and not with ssp");
+    if (len < sizeof h)
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is truncated (%zu bytes)", len);
+    field(&pos, &h, sizeof h, 0);
+    if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0)
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is in format '%.7s', written by another "
+                     "version of this program; this one reads '%s' (resume with the version that wrote it)",
+                     printable_tag(h.magic) ? h.magic : "unknown", snapshot_magic);
+    if (len != selsync_snapshot_size(e) ||
+        h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
+        h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
+                     "another [selsync] window or granularity (%zu bytes; this run needs %zu)", len,
+                     selsync_snapshot_size(e));
+    const char *bad = restored_fields_invalid(e, &h, pos);
+    if (bad)
+        return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is damaged: %s", bad);
+    field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 0);
+    field(&pos, e->prev, e->n_track * sizeof(double), 0);
+    if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
+    host_arrays(e, &pos, 0);
+    engine_keep_stats(e, 1);
+    e->step = h.step;
+    e->ratio_n = (size_t)h.ratio_n;
+    e->ratio = h.ratio;
+    e->local_run = h.local_run;
+    e->delta = h.delta;
+    e->tot = h.tot;
+    e->t_mark = selsync_now();
+    e->t_start = e->t_mark - h.wall;
+    e->resumed = 1;
+    return SELSYNC_OK;
+}

@@ -1,0 +1,116 @@
+/* The engine's state, shared by its files (engine.c: measuring and
+ * averaging; engine_policy.c: which steps synchronise; engine_metrics.c:
+ * the metrics file; engine_snapshot.c: checkpoints' state). Internal to
+ * the core. */
+#ifndef SELSYNC_ENGINE_STATE_H
+#define SELSYNC_ENGINE_STATE_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "selsync/engine.h"
+#include "selsync/ssp.h"
+
+#include "internal.h"
+
+struct selsync_engine {
+    selsync_config cfg;
+    selsync_comm comm;
+    selsync_tensor *t;           /* copy of the host's tensor views */
+    size_t nt, n_layers, n_groups, n_track; /* n_track: groups (+1 whole model) */
+    int rank, world;
+    double keep;                 /* 1 - smoothing */
+    double *ring;                /* n_track x window raw squared norms */
+    double *sq, *prev;           /* per tracker: this step's norm, previous s */
+    uint8_t *active;             /* per group: has a trained tensor */
+    uint8_t *flags;              /* per group: significant (agreed after any) */
+    uint8_t *chosen;             /* per layer: synchronise this step */
+    uint8_t *payload;            /* per layer: has something to transfer */
+    int *perm;                   /* fedavg draw, world entries */
+    selsync_segment *seg;        /* nt entries: the tensors of a transfer */
+    float *snap;                 /* residual snapshot or NULL */
+    float *stats;                /* on_nonfinite = skip: the STAT tensors after the last step */
+    size_t sync_n;               /* elements of a full synchronisation */
+    double delta;                /* the threshold in force (target_sync adapts it) */
+    uint64_t local_run;          /* consecutive local steps since the last synchronisation */
+    double ratio;                /* comm bytes per payload byte ... */
+    size_t ratio_n;              /* ... measured on a transfer of this many floats */
+    uint64_t step, bytes0, inject_next; /* inject_next: injection bytes of the coming step */
+    int in_step, broken, member, header_done;
+    int n_members;               /* k: the ranks in this step's average */
+    float scale;                 /* 1/k for this step */
+    double t_mark;               /* end of the previous after_update */
+    double t_start;              /* engine start (shifted on restore) */
+    size_t n_params, n_trained;  /* elements of all params; of the trained ones */
+    /* This step's gradient buckets and overlap (top comment). */
+    double *tsq;                 /* per tensor: squared norm of this step's own gradient */
+    uint8_t *tbad;               /* per tensor: a param not finite */
+    uint8_t *measured;           /* per tensor: tsq and tbad taken this step */
+    size_t *snap_off;            /* per tensor: where its residual is in snap */
+    uint8_t *ready;              /* per layer: reported by selsync_layer_ready this step */
+    int step_open;               /* the step has begun (layer_ready or before_update) */
+    int overlapping;             /* this step's buckets are started during the backward pass */
+    size_t bucket_pos;           /* tensors [0, bucket_pos) are not in a summed bucket yet */
+    size_t seg_used;             /* entries of seg taken by this step's buckets */
+    size_t bucket_n;             /* elements in this step's buckets */
+    uint64_t bucket_b0;          /* bytes_sent before this step's first bucket */
+    double t_hooks;              /* seconds spent in layer_ready this step */
+    /* A parameter average overlapped with the next step (top comment). */
+    float *late;                 /* the averaged params, packed; sync_n floats, allocated on first use */
+    float *late_base;            /* the STAT tensors' values when it started (n_stat floats) */
+    uint8_t *late_layers;        /* per layer: in the average */
+    selsync_segment late_seg;    /* the one segment summed */
+    int late_pending;            /* started, not yet applied */
+    uint64_t late_carry;         /* its bytes, when applied between two steps */
+    float *mean;                 /* selsync_consensus: n_params, allocated on first use */
+    int resumed;                 /* restored: the metrics file is appended to */
+    selsync_step cur, last;
+    int has_last;
+    selsync_totals tot;
+    selsync_ssp_worker *ssp;     /* method ssp on a worker */
+    int ssp_server, served;      /* method ssp on rank 0; selsync_serve ran */
+    FILE *log;
+    char log_path[SELSYNC_PATH_MAX * 6];
+    char err[512];
+};
+
+#define EFAIL(e, st, ...) selsync_fail((e)->err, sizeof (e)->err, (st), __VA_ARGS__)
+
+/* Steps and counters a run can reach, and a restored state may hold:
+ * below 2^53, so that every figure derived from them stays exact and in
+ * range. A run stops with an error at the last one (selsync_after_update),
+ * so every state it writes can be restored. */
+#define MAX_RESTORED_COUNT (1ULL << 53)
+
+/* engine.c */
+/* Marks the engine broken: a collective failed (what, over n elements). */
+selsync_status engine_comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n);
+/* Copies the STAT tensors into e->stats (save) or back (on_nonfinite = skip). */
+void engine_keep_stats(selsync_engine *e, int save);
+/* The engine may run an operation now (in_step: inside a step); else why not. */
+selsync_status engine_check(selsync_engine *e, int in_step);
+/* Applies a pending background parameter average (between: outside a step). */
+selsync_status engine_apply_late(selsync_engine *e, int between, double *t);
+
+/* engine_policy.c */
+/* Whether tensor t travels in an average: trained ones always, STAT ones
+ * with sync_bn_stats. */
+int policy_syncs(const selsync_engine *e, const selsync_tensor *t);
+/* This step synchronises every layer whatever its gradients say, known
+ * before its backward pass: bsp, and selsync in its warm-up or after
+ * max_local local steps in a row. */
+int policy_forced(const selsync_engine *e);
+/* Fills e->chosen, e->member, e->n_members and e->scale for this step
+ * (bad: this rank's loss or gradient is not finite). */
+selsync_status policy_decide(selsync_engine *e, int bad);
+
+/* engine_metrics.c */
+/* Opens cfg->log (every "%r" the rank) to fail early. */
+selsync_status metrics_open(selsync_engine *e, char *err, size_t len);
+/* The header line, once; the step's line; -1 on a write error. */
+int metrics_header(selsync_engine *e);
+int metrics_line(const selsync_engine *e);
+/* The message of a failed write, as the engine's error. */
+selsync_status metrics_failed(selsync_engine *e);
+
+#endif
