@@ -92,10 +92,13 @@ static selsync_status comm_failed(selsync_session *s, selsync_status st, const c
     return FAIL(s, st ? st : SELSYNC_ECOMM, "%s: %s", what, selsync_comm_error(&s->comm, st));
 }
 
-static selsync_status engine_failed(selsync_session *s)
+/* The engine failed with st: its message is the session's, and so is its
+ * status (a failed collective, a metrics file that cannot be written, a
+ * state that does not fit...). */
+static selsync_status engine_failed(selsync_session *s, selsync_status st)
 {
     snprintf(s->err, sizeof s->err, "%s", selsync_engine_error(s->engine));
-    return SELSYNC_ECOMM;
+    return st != SELSYNC_OK ? st : SELSYNC_ECOMM;
 }
 
 /* The ranks that share the data: all, or with ssp the workers. */
@@ -388,7 +391,7 @@ static selsync_status report_partition(selsync_session *s, const selsync_data *d
                     ? snprintf(line + len, sizeof line - len, " none:%zu", hist[r * cols + c])
                     : snprintf(line + len, sizeof line - len, " %zu:%zu", c, hist[r * cols + c]));
         if (s->rank == 0) say(s, "%s", line);
-        if (selsync_log_note(s->engine, line)) st = engine_failed(s);
+        if ((st = selsync_log_note(s->engine, line))) st = engine_failed(s, st);
     }
     free(hist);
     return st;
@@ -428,7 +431,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                     "order).")))
         return st;
     if (!s->engine && (st = start_engine(s))) return st;
-    if (d->note && selsync_log_note(s->engine, d->note)) return engine_failed(s);
+    if (d->note && (st = selsync_log_note(s->engine, d->note))) return engine_failed(s, st);
     if (s->cfg.eval_every > 0) {
         s->metric = d->metric;
         s->heldout = d->heldout;
@@ -523,7 +526,8 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
 
 selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer)
 {
-    return s->engine && selsync_layer_ready(s->engine, layer) ? engine_failed(s) : SELSYNC_OK;
+    selsync_status st = s->engine ? selsync_layer_ready(s->engine, layer) : SELSYNC_OK;
+    return st ? engine_failed(s, st) : SELSYNC_OK;
 }
 
 selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate)
@@ -533,7 +537,8 @@ selsync_status selsync_session_before_update(selsync_session *s, double loss, do
         return FAIL(s, SELSYNC_ESTATE, "%s: [selsync] method = ssp needs a trainer that reports TRAIN_BEGIN "
                     "(classifier train, detector train)", s->cfg.file);
     if (!s->engine && (st = start_engine(s))) return st;
-    return selsync_before_update(s->engine, loss, learning_rate) ? engine_failed(s) : SELSYNC_OK;
+    st = selsync_before_update(s->engine, loss, learning_rate);
+    return st ? engine_failed(s, st) : SELSYNC_OK;
 }
 
 /* Rank 0: scores params (NULL: its own) and records the row. */
@@ -564,7 +569,8 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
     if (s->chart)
         selsync_chart_add_eval(s->chart, selsync_session_steps(s), selsync_train_seconds(s->engine), s->metric,
                                score);
-    return selsync_log_eval(s->engine, s->metric, score, took) ? engine_failed(s) : SELSYNC_OK;
+    selsync_status st = selsync_log_eval(s->engine, s->metric, score, took);
+    return st ? engine_failed(s, st) : SELSYNC_OK;
 }
 
 /* After an evaluation or a checkpoint (which held the virtual clock from its
@@ -583,7 +589,7 @@ static selsync_status evaluate(selsync_session *s, uint64_t steps)
     selsync_virtual_hold(&s->comm, 1);
     const float *mean = selsync_consensus(s->engine);
     uint8_t done = 1;
-    if (!mean) return engine_failed(s);
+    if (!mean) return engine_failed(s, SELSYNC_ECOMM);
     if (s->rank == 0) st = record_evaluation(s, mean);
     if (st) return st;
     if ((st = s->comm.ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "evaluation");
@@ -607,8 +613,8 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
     if (!buf) return FAIL(s, SELSYNC_ENOMEM, "out of memory for a checkpoint");
     selsync_virtual_hold(&s->comm, 1);
     memcpy(mine, &next, sizeof next);
-    if (selsync_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next)) {
-        st = engine_failed(s);
+    if ((st = selsync_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next))) {
+        st = engine_failed(s, st);
     } else if (s->rank != 0) {
         if ((st = ops->send(s->comm.ctx, 0, 0, mine, per_rank))) st = comm_failed(s, st, "checkpoint");
     } else {
@@ -638,7 +644,7 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
 selsync_status selsync_session_after_update(selsync_session *s)
 {
     selsync_status st;
-    if (selsync_after_update(s->engine)) return engine_failed(s);
+    if ((st = selsync_after_update(s->engine))) return engine_failed(s, st);
     uint64_t steps = selsync_session_steps(s);
     if (s->chart) {
         const selsync_step *x = selsync_last_step(s->engine);
@@ -736,7 +742,7 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
         if (path && *path && !trace) return FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: cannot write it", path);
         say(s, "ssp: rank 0 serves %d workers (ranks 1-%d), staleness bound %d", s->world - 1, s->world - 1,
             s->cfg.ssp_staleness);
-        st = selsync_serve(s->engine, trace, &s->served) ? engine_failed(s) : SELSYNC_OK;
+        if ((st = selsync_serve(s->engine, trace, &s->served))) st = engine_failed(s, st);
         if (trace && fclose(trace) && !st) st = FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: write failed", path);
         if (st) return st;
     }

@@ -31,7 +31,7 @@
 
 #include "selsync/comm.h"
 #include "selsync/config.h"
-#include "selsync/engine.h"
+#include "selsync/model.h"
 #include "selsync/status.h"
 
 enum { SSP_TAG_PULL = 0x551, SSP_TAG_PUSH, SSP_TAG_DONE, SSP_TAG_REPLY, SSP_TAG_DATA };
