@@ -109,38 +109,35 @@ grep -q '^selsync: rank 0: waited [0-9]* s in sum_f32 (step 3) for rank(s) 1: SE
     "$log" && ok || bad "ring3: rank 0 did not time out naming sum_f32, step 3 and rank 1 alone"
 gone && ok || bad "ring3: the stopped rank $pid is still there"
 
+# warned_then_timed_out NAME WAITER OP MISSING: the job ended with status 1
+# after rank WAITER warned that it waits in OP (step 3) for rank MISSING and
+# then timed out naming them; the stopped rank is gone
+warned_then_timed_out() {
+    [ "$rc" -eq 1 ] && ok || bad "$1: exit status $rc, want 1 (124: the job hung)"
+    grep -q "selsync: rank $2: waiting [0-9]* s in $3 (step 3) for rank(s) $4\$" "$log" && ok \
+        || bad "$1: no warning from rank $2 naming $3, step 3 and rank $4"
+    grep -q "selsync: rank $2: waited [0-9]* s in $3 (step 3) for rank(s) $4: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job\$" \
+        "$log" && ok || bad "$1: no timeout message from rank $2 naming $3, step 3 and rank $4"
+    gone && ok || bad "$1: the stopped rank $pid is still there"
+}
+
 # --- 2 ranks, stopped before a background sum: the background thread warns
 # and ends the job while rank 0's own thread waits for it in wait_sums -------
 start bg2 2 1 sum_f32v_start "SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
 finish
-[ "$rc" -eq 1 ] && ok || bad "bg2: exit status $rc, want 1 (124: the job hung)"
-grep -q 'selsync: rank 0: waiting [0-9]* s in sum_f32v (step 3) for rank(s) 1$' "$log" && ok \
-    || bad "bg2: no warning from the background sum naming step 3 and rank 1"
-grep -q 'selsync: rank 0: waited [0-9]* s in sum_f32v (step 3) for rank(s) 1: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
-    "$log" && ok || bad "bg2: no timeout message from the background sum"
-gone && ok || bad "bg2: the stopped rank $pid is still there"
+warned_then_timed_out bg2 0 sum_f32v 1
 
 # --- 2 ranks, the root of a broadcast stopped: rank 1 waits for it ------------
 start bcast2 2 0 bcast "SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
 finish
-[ "$rc" -eq 1 ] && ok || bad "bcast2: exit status $rc, want 1 (124: the job hung)"
-grep -q 'selsync: rank 1: waiting [0-9]* s in bcast (step 3) for rank(s) 0$' "$log" && ok \
-    || bad "bcast2: no warning naming bcast, step 3 and rank 0"
-grep -q 'selsync: rank 1: waited [0-9]* s in bcast (step 3) for rank(s) 0: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
-    "$log" && ok || bad "bcast2: no timeout message naming bcast, step 3 and rank 0"
-gone && ok || bad "bcast2: the stopped rank $pid is still there"
+warned_then_timed_out bcast2 1 bcast 0
 
 # --- 2 ranks, the ring over its TCP links, stopped before a sum: the wait on
 # the socket warns and times out as MPI's does ----------------------------------
 start tcp2 2 1 sum_f32 "SELSYNC_RING_LINKS=tcp SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
 finish
-[ "$rc" -eq 1 ] && ok || bad "tcp2: exit status $rc, want 1 (124: the job hung)"
 grep -q "^# the ring's links: TCP on " "$log" && ok || bad "tcp2: the ring did not run over its TCP links"
-grep -q 'selsync: rank 0: waiting [0-9]* s in sum_f32 (step 3) for rank(s) 1$' "$log" && ok \
-    || bad "tcp2: no warning naming sum_f32, step 3 and rank 1"
-grep -q 'selsync: rank 0: waited [0-9]* s in sum_f32 (step 3) for rank(s) 1: SELSYNC_STALL_TIMEOUT=6 reached; aborting the job$' \
-    "$log" && ok || bad "tcp2: no timeout message naming sum_f32, step 3 and rank 1"
-gone && ok || bad "tcp2: the stopped rank $pid is still there"
+warned_then_timed_out tcp2 0 sum_f32 1
 
 # --- a stall that ends: the warning, then the results as without it ------------
 start resume2 2 1 sum_f32 "SELSYNC_STALL_WARN=1 SELSYNC_STALL_TIMEOUT=0"
