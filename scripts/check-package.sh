@@ -2,14 +2,14 @@
 # Checks the Debian package the way a user installs it, on a machine without
 # it (CI runs this after scripts/test.sh):
 #   1. builds darknet in BUILD (default build/, or SELSYNC_BUILD_DIR) and
-#      selsync-darknet_VERSION_ARCH.deb with cpack;
+#      selsync-darknet_VERSION_ARCH.deb with cpack (scripts/package-build.sh);
 #   2. installs it with `apt-get install ./FILE.deb` (as root);
 #   3. makes a small Fashion-MNIST set with the installed
 #      prepare-fashion-mnist.py and trains /usr/bin/darknet on 2 MPI ranks
-#      with an installed cfg, from a temporary folder;
-#   4. checks the job: exit 0, the summary of 2 ranks and 20 steps, a metrics
-#      file per rank with every step, the weights;
-#   5. removes the package (`apt-get remove`), also when a step fails, and
+#      with an installed cfg, from a temporary folder, and checks the job:
+#      exit 0, the summary of 2 ranks and 20 steps, a metrics file per rank
+#      with every step, the weights (scripts/package-train-check.sh);
+#   4. removes the package (`apt-get remove`), also when a step fails, and
 #      checks that /usr/bin/darknet is gone.
 # It refuses to start where darknet or selsync-darknet is installed already
 # (it would replace or remove it). Exit status 0 when every step passed.
@@ -57,16 +57,8 @@ finish() {
 trap finish EXIT
 trap 'exit 1' INT TERM HUP
 
-step "build darknet in $build"
-{ cmake -S "$root" -B "$build" && cmake --build "$build" -j "$(nproc)" --target darknet; } >"$work/build.log" 2>&1 \
-    || { show "$work/build.log"; fail "the build failed (log: $work/build.log)"; }
-
-step "cpack -G DEB"
-cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/pkg" >"$work/cpack.log" 2>&1 \
-    || { show "$work/cpack.log"; fail "cpack failed (log: $work/cpack.log)"; }
-set -- "$work"/pkg/selsync-darknet_*.deb
-[ $# -eq 1 ] && [ -f "$1" ] || fail "cpack made no single selsync-darknet_*.deb in $work/pkg"
-deb=$1
+step "build darknet in $build and the package (scripts/package-build.sh)"
+deb=$(sh "$root/scripts/package-build.sh" "$build" "$work")
 echo "   $(basename "$deb"): Depends: $(dpkg-deb -f "$deb" Depends)"
 
 step "apt-get install ./$(basename "$deb")"
@@ -77,26 +69,6 @@ owner=$(dpkg -S /usr/bin/darknet 2>/dev/null | cut -d: -f1)
 [ "$owner" = selsync-darknet ] || fail "/usr/bin/darknet belongs to '${owner:-no package}', not selsync-darknet"
 echo "   /usr/bin/darknet from selsync-darknet $(dpkg-query -W -f='${Version}' selsync-darknet)"
 
-step "prepare a small Fashion-MNIST set with the installed script"
-share=/usr/share/selsync-darknet
-python3 "$share/scripts/prepare-fashion-mnist.py" --out "$work/data" --train-limit 512 --valid-limit 100 \
-    >"$work/prepare.log" 2>&1 || { show "$work/prepare.log"; fail "prepare-fashion-mnist.py failed (log: $work/prepare.log)"; }
-
-step "train 2 ranks with /usr/bin/darknet"
-mkdir "$work/run"
-{ sed 's/^max_batches=.*/max_batches=20/' "$share/cfg/fmnist-tiny.cfg"
-  printf '\n[selsync]\nmethod=selsync\nwindow=5\nlog=m.%%r.tsv\n'; } >"$work/run/tiny.cfg"
-cd "$work/run"
-rc=0
-timeout 300 mpirun --oversubscribe -np 2 /usr/bin/darknet classifier train "$work/data/fmnist.data" tiny.cfg \
-    >"$work/train.log" 2>&1 || rc=$?
-[ "$rc" -eq 0 ] || { show "$work/train.log"; fail "training exited with status $rc (log: $work/train.log)"; }
-grep -q '^selsync: summary: method=selsync, 2 ranks, 20 steps' "$work/train.log" \
-    || { show "$work/train.log"; fail "no summary of 2 ranks and 20 steps in $work/train.log"; }
-for r in 0 1; do
-    steps=$(grep -v '^#' "m.$r.tsv" 2>/dev/null | tail -n +2 | wc -l)
-    [ "$steps" -eq 20 ] || fail "rank $r logged $steps steps, not 20 ($work/run/m.$r.tsv)"
-done
-[ -s "$work/data/backup/tiny.weights" ] || fail "no weights written ($work/data/backup/tiny.weights)"
-grep '^selsync: summary' "$work/train.log" | sed 's/^/   /'
+step "train the installed darknet (scripts/package-train-check.sh)"
+sh "$root/scripts/package-train-check.sh" "$work"
 cd /
