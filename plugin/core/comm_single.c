@@ -76,9 +76,20 @@ static const char *single_last_error(void *ctx)
 }
 
 static const selsync_comm_ops single_ops = {
-    "single", single_rank, single_size, single_any, single_sum_f32,
-    single_sum_f32v, single_sum_f64, single_bcast, single_bytes_sent, single_abort,
-    single_send, single_recv, single_last_error, NULL, single_sum_f32v_among, NULL, NULL,
+    .name = "single",
+    .rank = single_rank,
+    .size = single_size,
+    .any = single_any,
+    .sum_f32 = single_sum_f32,
+    .sum_f32v = single_sum_f32v,
+    .sum_f64 = single_sum_f64,
+    .bcast = single_bcast,
+    .bytes_sent = single_bytes_sent,
+    .abort = single_abort,
+    .send = single_send,
+    .recv = single_recv,
+    .last_error = single_last_error,
+    .sum_f32v_among = single_sum_f32v_among,
 };
 
 selsync_comm selsync_comm_single(void)

@@ -417,8 +417,23 @@ static selsync_status v_wait_sums(void *ctx)
 }
 
 static const selsync_comm_ops virtual_ops = {
-    "virtual time", v_rank, v_size, v_any, v_sum_f32, v_sum_f32v, v_sum_f64, v_bcast, v_bytes_sent, v_abort,
-    v_send, v_recv, v_last_error, v_step_begins, v_sum_f32v_among, v_sum_f32v_start, v_wait_sums,
+    .name = "virtual time",
+    .rank = v_rank,
+    .size = v_size,
+    .any = v_any,
+    .sum_f32 = v_sum_f32,
+    .sum_f32v = v_sum_f32v,
+    .sum_f64 = v_sum_f64,
+    .bcast = v_bcast,
+    .bytes_sent = v_bytes_sent,
+    .abort = v_abort,
+    .send = v_send,
+    .recv = v_recv,
+    .last_error = v_last_error,
+    .step_begins = v_step_begins,
+    .sum_f32v_among = v_sum_f32v_among,
+    .sum_f32v_start = v_sum_f32v_start,
+    .wait_sums = v_wait_sums,
 };
 
 selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net, double (*cpu)(void),
