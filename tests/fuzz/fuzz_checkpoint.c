@@ -30,13 +30,16 @@ static void restore_into_all(const void *state, size_t len)
 }
 
 /* Reads the in-memory file as a checkpoint (required: the host knows it as
- * one) and restores its state, if any. */
+ * one; with a model of size % 64 bytes when odd, else of any size) and
+ * restores its state, if any. */
 static void read_checkpoint(int required, size_t size)
 {
     void *state = NULL;
     size_t len = 0;
     char err[1024];
-    selsync_status st = selsync_checkpoint_read(memfile_path(), required, &state, &len, err, sizeof err);
+    uint64_t model_bytes = size % 2 ? size % 64 : 0;
+    selsync_status st =
+        selsync_checkpoint_read(memfile_path(), required, model_bytes, &state, &len, err, sizeof err);
     if (st == SELSYNC_OK) {
         CHECK(len <= size);
         CHECK(state != NULL || (len == 0 && !required));

@@ -10,7 +10,8 @@
 #  - bsp at 1 Mbit/s without latency: every step's rise of every rank's
 #    clock is the bytes of its row over the bandwidth (the ring sum's cost,
 #    2(N-1)/N x S / B, is what each rank sends over B) plus the step's
-#    computation (under 50 ms a step here, where the network takes 230 ms);
+#    computation (under 50 ms a step here, where the network takes 230 ms;
+#    the first step, which sets up the network, under 0.5 s);
 #    the summary's network time is the rows' bytes over the bandwidth plus
 #    the final average (at most one step's bytes), and its virtual time is
 #    compute, waiting and network added up;
@@ -82,8 +83,8 @@ summary=$(grep "^selsync: summary: virtual time per rank: " "$work/net.out")
 echo "net: $sent bytes in the rows; $summary"
 r=0
 while [ $r -lt $np ]; do
-    check "net: rank $r's clock rises every step by its bytes over 1 Mbit/s plus under 50 ms" \
-        'paste "$work/net.v$r" "$work/net.b$r" | awk "BEGIN { p = 0; ok = 1 } { d = \$1 - p - \$2 / 125000; if (d < 0 || d > 0.05 || \$2 <= 0) ok = 0; p = \$1 } END { exit !(ok && NR == $steps) }"'
+    check "net: rank $r's clock rises every step by its bytes over 1 Mbit/s plus under 50 ms (the first step under 0.5 s)" \
+        'paste "$work/net.v$r" "$work/net.b$r" | awk "BEGIN { p = 0; ok = 1 } { d = \$1 - p - \$2 / 125000; if (d < 0 || d > (NR == 1 ? 0.5 : 0.05) || \$2 <= 0) ok = 0; p = \$1 } END { exit !(ok && NR == $steps) }"'
     r=$((r + 1))
 done
 most=$(sort -n "$work/net.b0" | tail -n 1)
