@@ -2,9 +2,8 @@
  * collective's messages never match them. */
 #include "mpi_ctx.h"
 
-/* A message is a run of pieces of ring_chunk_elems(c, 1)
- * bytes ended by a shorter
- * (possibly empty) one, all with its tag: MPI keeps them in order. */
+/* A message is a run of pieces of ring_chunk_elems(c, 1) bytes ended by a
+ * shorter (possibly empty) one, all with its tag: MPI keeps them in order. */
 selsync_status comm_mpi_send(void *ctx, int dest, int tag, const void *buf, size_t bytes)
 {
     mpi_ctx *c = ctx;
