@@ -424,6 +424,11 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
     char text[AGREE_VALUE];
     memset(plan, 0, sizeof *plan);
     plan->images = d->batch;
+    plan->console = s->rank == s->ssp;
+    plan->training_ranks = parts(s);
+    if (s->ssp && d->max_steps == 0)
+        return FAIL(s, SELSYNC_ECONFIG, "%s: [selsync] method = ssp needs max_batches > 0 in [net] (the workers "
+                    "must finish)", s->cfg.file);
     where_this_rank_runs(s, s->host_name, d->list_source, &mine);
     snprintf(text, sizeof text, "%zu files, hash %016" PRIx64, d->n, d->list_hash);
     copy_text(mine.value[0], AGREE_VALUE, text);

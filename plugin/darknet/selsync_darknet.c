@@ -77,6 +77,7 @@ typedef struct attachment {
     size_t n_tensors;
     selsync_session *session;
     evaluator *eval;             /* rank 0 with eval_every, from TRAIN_BEGIN on */
+    int sampler;                 /* the trainer reads through next_in_order */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
     char chart[4096];            /* the training chart the console rank draws */
     struct attachment *next;
@@ -357,14 +358,6 @@ static uint64_t list_hash(const train_plan *plan)
 static void on_train_begin(attachment *a, train_plan *plan)
 {
     adapter *ad = a->ad;
-    int ssp = a->cfg.method == SELSYNC_METHOD_SSP;
-    if (ssp && a->net->max_batches <= 0)
-        fatal(ad, "%s: [selsync] method = ssp needs max_batches > 0 in [net] (the workers must finish)",
-              a->cfg.file);
-    if (ssp && ad->rank == 1 && ad->console >= 0) { /* the first worker shows the iterations */
-        fflush(stdout);
-        if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
-    }
     if (plan->datacfg && plan->n == 0) { /* a trainer's list (a host without one passes no data file) */
         list *options = read_data_cfg(plan->datacfg);
         fatal(ad, "%s: the training list %s is empty", plan->datacfg,
@@ -378,15 +371,20 @@ static void on_train_begin(attachment *a, train_plan *plan)
     int *labels = classes_of(a, plan);
     selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
-                         .step = get_current_batch(a->net), .metric = plan->labels ? "top1" : "map50",
+                         .step = get_current_batch(a->net),
+                         .max_steps = a->net->max_batches > 0 ? (uint64_t)a->net->max_batches : 0, .metric = plan->labels ? "top1" : "map50",
                          .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint,
                          .chart = a->chart, .note = gemm_kernel()};
     selsync_plan mine;
     check(a, selsync_session_begin(a->session, &data, &mine));
     free(labels);
+    if (mine.console && ad->rank != 0 && ad->console >= 0) { /* with ssp the first worker shows the iterations */
+        fflush(stdout);
+        if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
+    }
     srand((unsigned)mine.seed);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int fair = cores > 0 ? (int)(cores / (ad->world - ssp)) : 1;
+    int fair = cores > 0 ? (int)(cores / mine.training_ranks) : 1;
     if (fair < 2) fair = 2;
     if (plan->threads > fair) plan->threads = fair;
     if (mine.serve_only) { /* the server: no loop; it serves at TRAIN_END */
@@ -396,6 +394,7 @@ static void on_train_begin(attachment *a, train_plan *plan)
     }
     if (plan->n > 0) keep_files(a, plan, &mine);
     if (mine.sequential) set_path_sampler(next_in_order, a);
+    a->sampler = mine.sequential;
     plan->images = mine.images;
 }
 
@@ -437,7 +436,8 @@ static void on_iteration_printed(attachment *a, FILE *out)
 
 static void on_train_end(attachment *a)
 {
-    if (a->cfg.partition == SELSYNC_PARTITION_SELDP) set_path_sampler(NULL, NULL);
+    if (a->sampler) set_path_sampler(NULL, NULL);
+    a->sampler = 0;
     check(a, selsync_session_end(a->session, stderr));
 }
 

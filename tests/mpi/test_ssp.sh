@@ -22,7 +22,9 @@
 #    nothing, so the summary gives no ratio; no summary line of any run
 #    shows inf or nan;
 #  - `darknet detector train` with 2 workers on a tiny generated set: the
-#    server skips Darknet's loop, serves at TRAIN_END and saves once.
+#    server skips Darknet's loop, serves at TRAIN_END and saves once; the
+#    first worker alone shows the iterations; without max_batches a clear
+#    error.
 set -u
 prog=$1 darknet=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -139,6 +141,13 @@ grep -q "^selsync: summary: method=ssp, 3 ranks (server + 2 workers), staleness 
     && ok || bad "detector: no ssp summary"
 [ "$(column step "$work/det.1.tsv" | wc -l)" -eq 6 ] && [ "$(column step "$work/det.0.tsv" | wc -l)" -eq 0 ] \
     && ok || bad "detector: expected 6 steps on a worker, none on the server"
+[ "$(grep -c "| ssp, blocked" "$work/det.out")" -eq 6 ] \
+    && ok || bad "detector: the first worker alone should show its 6 iterations"
+sed 's/^max_batches=.*/max_batches=0/' "$work/det.cfg" >"$work/det0.cfg"
+timeout 120 ${MPIEXEC:-mpirun} --oversubscribe -np 2 "$darknet" detector train "$work/det/tiny.data" "$work/det0.cfg" \
+    >"$work/det0.out" 2>&1 && bad "ssp without max_batches succeeded" || ok
+grep -q "det0.cfg: \[selsync\] method = ssp needs max_batches > 0 in \[net\]" "$work/det0.out" \
+    && ok || bad "ssp without max_batches: no clear message"
 
 # --- one process ------------------------------------------------------------------
 mpi 1 "$work/s0.cfg" 5 "$work/one" --ssp && bad "ssp on 1 process succeeded" || ok

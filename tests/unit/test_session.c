@@ -108,7 +108,7 @@ static void train(fx *f, int steps)
 
 static void begin(fx *f, selsync_plan *plan)
 {
-    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart, NULL};
+    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart, NULL, 0};
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
 
@@ -216,7 +216,7 @@ static void test_sequential_position(void **state)
     f->cfg.partition = SELSYNC_PARTITION_SELDP;
     open_session(f, &one);
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL, NULL};
+    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL, NULL, 0};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.sequential);
     assert_int_equal(plan.count, 10);
@@ -308,7 +308,7 @@ static void test_training_lists_disagree(void **state)
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     m.bcast_from[0] = &r0; /* now rank 0's list */
     m.bcast_from_n[0] = sizeof r0;
-    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL, NULL};
+    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_EMISMATCH);
     assert_non_null(strstr(selsync_session_error(f->s), "the training list differs: rank 0 (host-a; a.data): "
                            "5 files, hash 0000000000000009; rank 1 (host-a; b.data): 4 files, hash "
@@ -340,11 +340,38 @@ static void test_ssp_server_plan(void **state)
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = SELSYNC_METHOD_SSP;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL};
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
+    /* the workers must finish: a step limit is required */
+    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_ECONFIG);
+    assert_non_null(strstr(selsync_session_error(f->s), "method = ssp needs max_batches > 0"));
+    d.max_steps = 100;
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.serve_only);
     assert_int_equal(plan.count, 4); /* the server only reports the partition */
+    assert_false(plan.console);      /* the first worker shows the progress */
+    assert_int_equal(plan.training_ranks, 2);
+}
+
+/* Without ssp every rank trains and rank 0 shows the progress (with ssp
+ * the first worker does: test_ssp_server_plan, and test_ssp.sh on real
+ * ranks). */
+static void test_plan_console_and_training_ranks(void **state)
+{
+    fx *f = *state;
+    selsync_plan plan;
+    int labels[4] = {0, 1, 0, 1};
+    mock_comm m;
+    mock_init(&m, 0, 3);
+    selsync_comm c = mock_as_comm(&m);
+    f->cfg.method = SELSYNC_METHOD_SELSYNC;
+    open_session(f, &c);
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
+    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
+    assert_true(plan.console);
+    assert_int_equal(plan.training_ranks, 3);
+    assert_false(plan.serve_only);
 }
 
 int main(void)
@@ -359,6 +386,7 @@ int main(void)
         T(test_training_lists_disagree),
         T(test_load_errors),
         T(test_ssp_server_plan),
+        T(test_plan_console_and_training_ranks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -74,6 +74,7 @@ typedef struct selsync_data {
     const char *checkpoint;     /* with checkpoint_every: the file rank 0 writes */
     const char *chart;          /* with chart_every: the training chart's PNG (NULL: none) */
     const char *note;           /* a line for the head of every rank's metrics file (NULL: none) */
+    uint64_t max_steps;         /* the host's step limit (0: none; method ssp needs one) */
 } selsync_data;
 
 /* What selsync_session_begin decides for this rank. */
@@ -85,6 +86,8 @@ typedef struct selsync_plan {
     int serve_only;             /* method ssp, rank 0: the host skips its loop; the session serves at end */
     int images;                 /* samples per load: batch, or with injection this rank's own */
     uint64_t seed;              /* for the host's own sampling on this rank */
+    int console;                /* this rank shows the run's progress: rank 0, or with ssp the first worker */
+    int training_ranks;         /* the ranks that train and share the machine's cores (ssp: the workers) */
 } selsync_plan;
 
 /* Creates a session for cfg (passed selsync_config_finish) on comm; with
