@@ -1,28 +1,20 @@
-/* The training chart (see selsync/chart.h). */
-#define _POSIX_C_SOURCE 200809L /* posix_spawn, waitpid, kill, nanosleep, strdup */
+/* The training chart's data (see selsync/chart.h): the steps in bins, the
+ * evaluations, the data file a drawer plots, and a metrics file read back. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
 
 #include "selsync/chart.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
 
-extern char **environ;
-
-#define MAX_METRICS 4    /* distinct evaluation metrics drawn */
 #define LINE_MAX_LEN 4096
 
 typedef struct bin {
@@ -31,47 +23,21 @@ typedef struct bin {
 } bin;
 
 struct selsync_chart {
-    char *png, *title, *gnuplot;
-    char *dat, *gp, *tmp, *log;  /* the files beside png */
+    char *png, *title;
+    char *dat;                   /* the data file beside png */
+    const selsync_chart_drawer *drawer;
+    void *d;                     /* the drawer's state */
     bin bins[SELSYNC_CHART_MAX_BINS];
     size_t n_bins;
     uint64_t width;              /* steps per full bin */
     double last_t;               /* train_s of the last step; NaN before the first */
     selsync_chart_eval *evals;
     size_t n_evals, cap_evals;
-    pid_t pid;                   /* the running gnuplot, 0 when none */
-    selsync_status failed;       /* SELSYNC_OK until a drawing failed */
-    char fail_msg[768];
 };
 
 /* ---- creation ---- */
 
-/* The executable regular file PATH_DIR/gnuplot of the first PATH entry
- * holding one (malloc'd), or NULL. An empty entry is the current folder. */
-static char *find_gnuplot(void)
-{
-    const char *path = getenv("PATH");
-    if (!path) path = "/usr/bin:/bin";
-    for (const char *p = path;;) {
-        const char *end = strchr(p, ':');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        char *cand = malloc(n + sizeof "/gnuplot");
-        struct stat st;
-        if (!cand) return NULL;
-        if (n == 0) strcpy(cand, "./gnuplot");
-        else {
-            memcpy(cand, p, n);
-            strcpy(cand + n, "/gnuplot");
-        }
-        if (stat(cand, &st) == 0 && S_ISREG(st.st_mode) && access(cand, X_OK) == 0) return cand;
-        free(cand);
-        if (!end) return NULL;
-        p = end + 1;
-    }
-}
-
-/* "DIR/.NAME<suffix>" for png = "DIR/NAME" (malloc'd). */
-static char *beside(const char *png, const char *suffix)
+char *selsync_chart_beside(const char *png, const char *suffix)
 {
     const char *slash = strrchr(png, '/');
     size_t dir = slash ? (size_t)(slash - png) + 1 : 0;
@@ -96,33 +62,32 @@ static int folder_ok(const char *png)
     return rc;
 }
 
-selsync_status selsync_chart_create(const char *png, const char *title, selsync_chart **out, char *err,
-                                    size_t errlen)
+selsync_status selsync_chart_create(const char *png, const char *title, const selsync_chart_drawer *drawer,
+                                    selsync_chart **out, char *err, size_t errlen)
 {
     selsync_chart *c;
     if (err && errlen) err[0] = '\0';
     if (out) *out = NULL;
-    if (!png || !png[0] || !out)
-        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_chart_create: no png or out");
+    if (!png || !png[0] || !out || !drawer)
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_chart_create: no png, drawer or out");
     if (png[strlen(png) - 1] == '/')
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] training chart '%s' is a folder", png);
     if (folder_ok(png) != 0)
         return selsync_fail(err, errlen, SELSYNC_EIO,
                             "[selsync] training chart '%s': its folder is missing or not writable", png);
     if (!(c = calloc(1, sizeof *c))) return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory");
-    if (!(c->gnuplot = find_gnuplot())) {
+    selsync_status st = drawer->open(png, &c->d, err, errlen);
+    if (st != SELSYNC_OK) {
         free(c);
-        return selsync_fail(err, errlen, SELSYNC_ECONFIG, "gnuplot not found on PATH: no training chart");
+        return st;
     }
+    c->drawer = drawer;
     c->png = strdup(png);
     c->title = strdup(title ? title : "");
-    c->dat = beside(png, ".dat");
-    c->gp = beside(png, ".gp");
-    c->tmp = beside(png, ".tmp");
-    c->log = beside(png, ".log");
+    c->dat = selsync_chart_beside(png, ".dat");
     c->width = 1;
     c->last_t = NAN;
-    if (!c->png || !c->title || !c->dat || !c->gp || !c->tmp || !c->log) {
+    if (!c->png || !c->title || !c->dat) {
         selsync_chart_destroy(c);
         return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory");
     }
@@ -232,139 +197,32 @@ int selsync_chart_get_eval(const selsync_chart *c, size_t i, selsync_chart_eval 
 
 /* ---- the drawing ---- */
 
-/* The last non-empty line of the file at path (at most size-1 bytes), or
- * "" when there is none. */
-static void last_line(const char *path, char *out, size_t size)
-{
-    char line[512];
-    FILE *f = fopen(path, "r");
-    out[0] = '\0';
-    if (!f) return;
-    while (fgets(line, sizeof line, f)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0]) {
-            size_t n = strlen(line) < size ? strlen(line) : size - 1;
-            memcpy(out, line, n);
-            out[n] = '\0';
-        }
-    }
-    fclose(f);
-}
-
-/* A drawing ended with wait status ws (known = 0: not known, the child was
- * reaped elsewhere): its picture replaces png, or the failure is kept. */
-static void drawing_ended(selsync_chart *c, int known, int ws)
-{
-    char tail[256];
-    c->pid = 0;
-    if (!known || (WIFEXITED(ws) && WEXITSTATUS(ws) == 0)) {
-        if (rename(c->tmp, c->png) == 0) return;
-        c->failed = SELSYNC_EIO;
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "[selsync] training chart '%s': gnuplot %s but its picture '%s' could not be renamed: %s", c->png,
-                 known ? "exited with status 0" : "ended", c->tmp, strerror(errno));
-        return;
-    }
-    last_line(c->log, tail, sizeof tail);
-    c->failed = SELSYNC_EIO;
-    if (WIFEXITED(ws))
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "[selsync] training chart '%s': gnuplot exited with status %d%s%s (its output: '%s')", c->png,
-                 WEXITSTATUS(ws), tail[0] ? ": " : "", tail, c->log);
-    else
-        snprintf(c->fail_msg, sizeof c->fail_msg,
-                 "[selsync] training chart '%s': gnuplot ended by signal %d%s%s (its output: '%s')", c->png,
-                 WIFSIGNALED(ws) ? WTERMSIG(ws) : 0, tail[0] ? ": " : "", tail, c->log);
-    remove(c->tmp);
-}
-
-/* Notes the end of the running drawing; hang: wait for it. */
-static void reap(selsync_chart *c, int hang)
-{
-    int ws = 0;
-    pid_t r;
-    if (!c->pid) return;
-    do r = waitpid(c->pid, &ws, hang ? 0 : WNOHANG);
-    while (r < 0 && errno == EINTR);
-    if (r == 0) return;
-    drawing_ended(c, r == c->pid, ws);
-}
-
-void selsync_chart_poll(selsync_chart *c)
-{
-    if (c) reap(c, 0);
-}
-
-int selsync_chart_busy(selsync_chart *c)
-{
-    if (!c) return 0;
-    reap(c, 0);
-    return c->pid != 0;
-}
-
-/* Waits at most limit_s seconds for the running drawing, then kills it
- * (a failure). */
-static void wait_bounded(selsync_chart *c, double limit_s)
-{
-    const struct timespec nap = {0, 10 * 1000 * 1000};
-    double deadline = selsync_now() + limit_s;
-    reap(c, 0);
-    while (c->pid && selsync_now() < deadline) {
-        nanosleep(&nap, NULL);
-        reap(c, 0);
-    }
-    if (!c->pid) return;
-    kill(c->pid, SIGKILL);
-    reap(c, 1);
-    c->pid = 0;
-    c->failed = SELSYNC_EIO;
-    snprintf(c->fail_msg, sizeof c->fail_msg,
-             "[selsync] training chart '%s': gnuplot did not finish within %g s and was killed", c->png, limit_s);
-    remove(c->tmp);
-}
-
-/* Writes s as a double-quoted gnuplot string (a quote or a backslash
- * escaped, control characters as spaces). */
-static void put_quoted(FILE *f, const char *s)
-{
-    fputc('"', f);
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') fputc('\\', f);
-        fputc((unsigned char)*s < 0x20 || *s == 0x7f ? ' ' : *s, f);
-    }
-    fputc('"', f);
-}
-
 static void put_num(FILE *f, double v)
 {
     if (isfinite(v)) fprintf(f, "\t%.9g", v);
     else fputs("\t?", f);
 }
 
-static const char *metric_label(const char *metric)
-{
-    if (strcmp(metric, "top1") == 0) return "top-1 accuracy";
-    if (strcmp(metric, "map50") == 0) return "mAP@0.5";
-    return metric;
-}
-
-/* The distinct metrics of the evaluations (at most MAX_METRICS). */
-static size_t list_metrics(const selsync_chart *c, const char *names[MAX_METRICS])
+size_t selsync_chart_metrics(const selsync_chart *c, const char *names[SELSYNC_CHART_MAX_METRICS])
 {
     size_t n = 0;
-    for (size_t i = 0; i < c->n_evals; i++) {
+    for (size_t i = 0; c && i < c->n_evals; i++) {
         size_t k = 0;
         while (k < n && strcmp(names[k], c->evals[i].metric) != 0) k++;
-        if (k == n && n < MAX_METRICS) names[n++] = c->evals[i].metric;
+        if (k == n && n < SELSYNC_CHART_MAX_METRICS) names[n++] = c->evals[i].metric;
     }
     return n;
 }
 
+const char *selsync_chart_title(const selsync_chart *c) { return c ? c->title : ""; }
+
 /* Block 0: one row per bin (t_end, t_mid, t_width, loss mean, min, max,
  * smoothed, synced share, MB sent, last step); then a block per metric
  * (train_s, score, step). Blocks are separated by two blank lines. */
-static int write_data(const selsync_chart *c, const char *names[], size_t n_names)
+static int write_data(const selsync_chart *c)
 {
+    const char *names[SELSYNC_CHART_MAX_METRICS];
+    size_t n_names = selsync_chart_metrics(c, names);
     FILE *f = fopen(c->dat, "w");
     size_t half = c->n_bins < 5 ? 0 : c->n_bins / 25 + 1; /* the smoothing window's half width */
     if (!f) return -1;
@@ -405,158 +263,27 @@ static int write_data(const selsync_chart *c, const char *names[], size_t n_name
     return fclose(f) == 0 && !failed ? 0 : -1;
 }
 
-static int write_program(const selsync_chart *c, const char *names[], size_t n_names)
-{
-    FILE *f = fopen(c->gp, "w");
-    double xmax = 0, lmin = INFINITY, lmax = -INFINITY, mbmax = 0;
-    uint64_t steps = 0, synced = 0;
-    if (!f) return -1;
-    for (size_t i = 0; i < c->n_bins; i++) {
-        const bin *b = &c->bins[i];
-        steps += b->steps;
-        synced += b->synced;
-        if (b->t_end > xmax) xmax = b->t_end;
-        if ((double)b->bytes_end / 1e6 > mbmax) mbmax = (double)b->bytes_end / 1e6;
-        if (b->finite) {
-            double m = b->loss_sum / (double)b->finite;
-            if (b->loss_min < lmin) lmin = b->loss_min;
-            if (m > lmax) lmax = m;
-        }
-    }
-    for (size_t i = 0; i < c->n_evals; i++)
-        if (isfinite(c->evals[i].train_s) && c->evals[i].train_s > xmax) xmax = c->evals[i].train_s;
-    if (!(xmax > 0)) xmax = 1;
-
-    fputs("set terminal pngcairo noenhanced size 1000,900 font ',10'\nset output ", f);
-    put_quoted(f, c->tmp);
-    fputs("\ndat = ", f);
-    put_quoted(f, c->dat);
-    fputs("\nset datafile separator '\\t'\nset datafile missing '?'\nset grid\n"
-          "set lmargin at screen 0.08\nset rmargin at screen 0.91\n", f);
-    fprintf(f, "set xrange [0:%.9g]\n", xmax);
-    fputs("set multiplot title ", f);
-    {
-        char t[1024];
-        if (c->n_bins)
-            snprintf(t, sizeof t, "%s%s%llu steps (last %llu), %.1f s of training", c->title,
-                     c->title[0] ? " - " : "", (unsigned long long)steps,
-                     (unsigned long long)c->bins[c->n_bins - 1].step_last, c->bins[c->n_bins - 1].t_end);
-        else
-            snprintf(t, sizeof t, "%s%sno steps yet", c->title, c->title[0] ? " - " : "");
-        put_quoted(f, t);
-    }
-    fputs("\n", f);
-
-    /* 1: the loss; a log scale when it spans two decades */
-    fputs("set tmargin at screen 0.94\nset bmargin at screen 0.64\nset format x ''\nset ylabel 'loss'\n"
-          "set key top right\n", f);
-    if (lmax >= lmin && lmin > 0 && lmax / lmin >= 100) fputs("set logscale y\n", f);
-    else if (lmax >= lmin && lmin >= 0) fputs("set yrange [0:*]\n", f);
-    if (lmax >= lmin)
-        fprintf(f, "plot dat index 0 using 1:5:6 with filledcurves lc rgb '#1f77b4' fs transparent solid 0.12 "
-                   "noborder title 'min..max of %llu step%s', \\\n"
-                   "  dat index 0 using 1:4 with points pt 7 ps 0.35 lc rgb '#a01f77b4' title '%s', \\\n"
-                   "  dat index 0 using 1:7 with lines lw 2 lc rgb '#1f4e79' title 'smoothed'\n",
-                (unsigned long long)c->width, c->width == 1 ? "" : "s",
-                c->width == 1 ? "loss of a step" : "mean of a bin");
-    else
-        fputs("set yrange [0:1]\nset label 1 'no finite loss yet' at graph 0.5,0.5 center\nplot NaN notitle\n"
-              "unset label 1\n", f);
-    fputs("unset logscale y\nset yrange [*:*]\n", f);
-
-    /* 2: the held-out score */
-    /* the keys of panels 2 and 3 sit in a band above y = 1, clear of the data */
-    fputs("set tmargin at screen 0.62\nset bmargin at screen 0.38\nset yrange [0:1.15]\nset ytics 0,0.2,1\n"
-          "set key top left horizontal\n", f);
-    fputs("set ylabel ", f);
-    put_quoted(f, n_names == 1 ? metric_label(names[0]) : "held-out score");
-    fputs("\n", f);
-    if (n_names == 0)
-        fputs("set label 1 'no evaluation yet' at graph 0.5,0.5 center\nplot NaN notitle\nunset label 1\n", f);
-    else {
-        static const char *const colour[MAX_METRICS] = {"#d62728", "#2ca02c", "#9467bd", "#8c564b"};
-        fputs("plot ", f);
-        for (size_t k = 0; k < n_names; k++) {
-            const selsync_chart_eval *last = NULL;
-            char t[160];
-            for (size_t i = 0; i < c->n_evals; i++)
-                if (strcmp(c->evals[i].metric, names[k]) == 0) last = &c->evals[i];
-            snprintf(t, sizeof t, "%s (last %.4f at step %llu)", metric_label(names[k]), last->score,
-                     (unsigned long long)last->step);
-            fprintf(f, "%sdat index %zu using 1:2 with linespoints pt 7 ps 0.8 lw 1.5 lc rgb '%s' title ",
-                    k ? ", \\\n  " : "", k + 1, colour[k]);
-            put_quoted(f, t);
-        }
-        fputs("\n", f);
-    }
-
-    /* 3: the synchronised share and the MB sent */
-    fputs("set tmargin at screen 0.36\nset bmargin at screen 0.07\nset format x '%g'\n"
-          "set xlabel 'training time (s)'\nset yrange [0:1.25]\nset ylabel 'share of steps synchronised'\n"
-          "set ytics 0,0.2,1 nomirror\nset y2label 'MB sent (cumulative)'\nset y2tics\n"
-          "set key top left horizontal\n", f);
-    fprintf(f, "set y2range [0:%.9g]\n", 1.25 * (mbmax > 0 ? mbmax : 1.0));
-    if (c->n_bins)
-        fprintf(f, "plot dat index 0 using 2:8:3 with boxes fs solid 0.5 noborder lc rgb '#ff7f0e' "
-                   "title 'synchronised: share of a bin of %llu step%s (%llu of %llu steps)', \\\n"
-                   "  dat index 0 using 1:9 axes x1y2 with lines lw 2 lc rgb '#333333' title 'MB sent (%.3g)'\n",
-                (unsigned long long)c->width, c->width == 1 ? "" : "s", (unsigned long long)synced,
-                (unsigned long long)steps, mbmax);
-    else
-        fputs("set label 1 'no steps yet' at graph 0.5,0.5 center\nplot NaN notitle\n", f);
-    fputs("unset multiplot\n", f);
-    int failed = ferror(f);
-    return fclose(f) == 0 && !failed ? 0 : -1;
-}
-
-static selsync_status spawn_gnuplot(selsync_chart *c, char *err, size_t errlen)
-{
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    sigset_t none, all;
-    char *argv[] = {"gnuplot", "-d", c->gp, NULL};
-    pid_t pid;
-    int rc;
-
-    remove(c->tmp);
-    if (posix_spawn_file_actions_init(&fa) != 0)
-        return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory");
-    if (posix_spawnattr_init(&at) != 0) {
-        posix_spawn_file_actions_destroy(&fa);
-        return selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory");
-    }
-    sigemptyset(&none);
-    sigfillset(&all);
-    rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    if (!rc) rc = posix_spawn_file_actions_addopen(&fa, 1, c->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (!rc) rc = posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (!rc) rc = posix_spawnattr_setsigmask(&at, &none);
-    if (!rc) rc = posix_spawnattr_setsigdefault(&at, &all);
-    if (!rc) rc = posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    if (!rc) rc = posix_spawnp(&pid, c->gnuplot, &fa, &at, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    if (rc)
-        return selsync_fail(err, errlen, SELSYNC_EIO, "[selsync] training chart '%s': cannot start '%s': %s",
-                            c->png, c->gnuplot, strerror(rc));
-    c->pid = pid;
-    return SELSYNC_OK;
-}
-
 selsync_status selsync_chart_draw(selsync_chart *c, char *err, size_t errlen)
 {
-    const char *names[MAX_METRICS];
-    size_t n_names;
+    selsync_status st;
     if (err && errlen) err[0] = '\0';
     if (!c) return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_chart_draw: NULL chart");
-    reap(c, 0);
-    if (c->failed != SELSYNC_OK) return selsync_fail(err, errlen, c->failed, "%s", c->fail_msg);
-    if (c->pid) return SELSYNC_OK;
-    n_names = list_metrics(c, names);
-    if (write_data(c, names, n_names) != 0 || write_program(c, names, n_names) != 0)
-        return selsync_fail(err, errlen, SELSYNC_EIO, "[selsync] training chart '%s': writing '%s' or '%s' failed: %s",
-                            c->png, c->dat, c->gp, strerror(errno));
-    return spawn_gnuplot(c, err, errlen);
+    int busy = c->drawer->busy(c->d);
+    if ((st = c->drawer->status(c->d, err, errlen)) != SELSYNC_OK || busy) return st;
+    if (write_data(c) != 0)
+        return selsync_fail(err, errlen, SELSYNC_EIO, "[selsync] training chart '%s': writing '%s' failed: %s",
+                            c->png, c->dat, strerror(errno));
+    return c->drawer->start(c->d, c, c->dat, err, errlen);
+}
+
+void selsync_chart_poll(selsync_chart *c)
+{
+    if (c) (void)c->drawer->busy(c->d);
+}
+
+int selsync_chart_busy(selsync_chart *c)
+{
+    return c ? c->drawer->busy(c->d) : 0;
 }
 
 selsync_status selsync_chart_finish(selsync_chart *c, char *err, size_t errlen)
@@ -564,28 +291,19 @@ selsync_status selsync_chart_finish(selsync_chart *c, char *err, size_t errlen)
     selsync_status st;
     if (err && errlen) err[0] = '\0';
     if (!c) return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_chart_finish: NULL chart");
-    wait_bounded(c, SELSYNC_CHART_FINISH_WAIT_S);
+    (void)c->drawer->wait(c->d, SELSYNC_CHART_FINISH_WAIT_S, NULL, 0);
     if ((st = selsync_chart_draw(c, err, errlen)) != SELSYNC_OK) return st;
-    wait_bounded(c, SELSYNC_CHART_FINISH_WAIT_S);
-    if (c->failed != SELSYNC_OK) return selsync_fail(err, errlen, c->failed, "%s", c->fail_msg);
-    return SELSYNC_OK;
+    return c->drawer->wait(c->d, SELSYNC_CHART_FINISH_WAIT_S, err, errlen);
 }
 
 void selsync_chart_destroy(selsync_chart *c)
 {
     if (!c) return;
-    if (c->pid) wait_bounded(c, SELSYNC_CHART_DESTROY_WAIT_S);
+    if (c->d) c->drawer->close(c->d);
     if (c->dat) remove(c->dat);
-    if (c->gp) remove(c->gp);
-    if (c->tmp) remove(c->tmp);
-    if (c->log && c->failed == SELSYNC_OK) remove(c->log);
     free(c->png);
     free(c->title);
-    free(c->gnuplot);
     free(c->dat);
-    free(c->gp);
-    free(c->tmp);
-    free(c->log);
     free(c->evals);
     free(c);
 }

@@ -114,7 +114,7 @@ static void chart_failed(selsync_session *s, const char *why)
     s->chart = NULL;
 }
 
-static void start_chart(selsync_session *s, const char *png)
+static void start_chart(selsync_session *s, const char *png, const selsync_chart_drawer *drawer)
 {
     char title[600], err[1024];
     const char *base = strrchr(s->cfg.file, '/');
@@ -122,7 +122,11 @@ static void start_chart(selsync_session *s, const char *png)
     snprintf(title, sizeof title, "%s: %s, %d rank%s%s", base ? base + 1 : s->cfg.file,
              selsync_method_name(s->cfg.method), s->world, s->world == 1 ? "" : "s",
              s->ssp ? " (the first worker's steps)" : "");
-    if (selsync_chart_create(png, title, &s->chart, err, sizeof err)) {
+    if (!drawer) {
+        chart_failed(s, "the host draws no charts");
+        return;
+    }
+    if (selsync_chart_create(png, title, drawer, &s->chart, err, sizeof err)) {
         chart_failed(s, err);
         return;
     }
@@ -448,7 +452,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                         "long", s->cfg.file);
         if (s->rank == 0) say(s, "checkpoint every %d steps to %s", s->cfg.checkpoint_every, s->checkpoint);
     }
-    if (!s->chart) start_chart(s, d->chart);
+    if (!s->chart) start_chart(s, d->chart, d->chart_drawer);
     /* this rank's sampling: the same seed gives the same run (a resumed run
      * draws anew from where it resumed) */
     selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed + d->step);

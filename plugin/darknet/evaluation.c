@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "selsync/chart.h"
+#include "chart_gnuplot.h"
 #include "selsync_build_id.h"
 #include "selsync/labels.h"
 
@@ -206,7 +206,8 @@ static int chart_command(int argc, char **argv)
         return EXIT_FAILURE;
     }
     if (argc == 5) snprintf(png, sizeof png, "%s", argv[4]);
-    selsync_status st = selsync_chart_create(png, slash ? slash + 1 : metrics, &chart, err, sizeof err);
+    selsync_status st = selsync_chart_create(png, slash ? slash + 1 : metrics, selsync_chart_gnuplot(), &chart, err,
+                                             sizeof err);
     if (!st) st = selsync_chart_read_metrics(chart, metrics, err, sizeof err);
     if (!st) st = selsync_chart_finish(chart, err, sizeof err);
     selsync_chart_destroy(chart);

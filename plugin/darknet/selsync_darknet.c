@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "darknet.h"
+#include "chart_gnuplot.h"
 #include "comm_mpi.h"
 #include "evaluation.h"
 #include "tensors.h"
@@ -372,9 +373,10 @@ static void on_train_begin(attachment *a, train_plan *plan)
     selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
                          .step = get_current_batch(a->net),
-                         .max_steps = a->net->max_batches > 0 ? (uint64_t)a->net->max_batches : 0, .metric = plan->labels ? "top1" : "map50",
+                         .max_steps = a->net->max_batches > 0 ? (uint64_t)a->net->max_batches : 0,
+                         .metric = plan->labels ? "top1" : "map50",
                          .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint,
-                         .chart = a->chart, .note = gemm_kernel()};
+                         .chart = a->chart, .note = gemm_kernel(), .chart_drawer = selsync_chart_gnuplot()};
     selsync_plan mine;
     check(a, selsync_session_begin(a->session, &data, &mine));
     free(labels);

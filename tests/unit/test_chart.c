@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "selsync/chart.h"
+#include "chart_gnuplot.h"
 
 typedef struct fx {
     char dir[64], png[128], fake[128], err[1024];
@@ -43,6 +43,12 @@ static void which_gnuplot(char *out, size_t size)
         p += n + (p[n] == ':');
     }
     out[0] = '\0';
+}
+
+/* A chart drawn by gnuplot; its error in f->err. */
+static selsync_status create(fx *f, const char *png, const char *title, selsync_chart **c)
+{
+    return selsync_chart_create(png, title, selsync_chart_gnuplot(), c, f->err, sizeof f->err);
 }
 
 static int setup(void **state)
@@ -145,7 +151,7 @@ static selsync_chart *new_chart(fx *f)
     selsync_chart *c = NULL;
     /* any executable named gnuplot will do for charts that never draw */
     fake_gnuplot(f, "exit 0");
-    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, "t", &c), SELSYNC_OK);
     assert_non_null(c);
     return c;
 }
@@ -321,7 +327,7 @@ static void test_plotted_data(void **state)
     char path[192], dat[192], gp[192], want[128];
     selsync_chart *c = NULL;
     if (!f->real_gnuplot[0]) fail_msg("gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)");
-    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, "t", &c), SELSYNC_OK);
     snprintf(path, sizeof path, "%s/metrics.0.tsv", f->dir);
     write_file(path, metrics_text, 0644);
     assert_int_equal(selsync_chart_read_metrics(c, path, f->err, sizeof f->err), SELSYNC_OK);
@@ -451,8 +457,7 @@ static void test_draw_real_gnuplot(void **state)
     char tmp[192], dat[192], gp[192];
     if (!f->real_gnuplot[0]) fail_msg("gnuplot is not installed (scripts/install-deps.sh installs gnuplot-nox)");
     /* a title with characters gnuplot's strings and formats treat specially */
-    assert_int_equal(selsync_chart_create(f->png, "fmnist.cfg \"q\" 'it''s' \\ @x $1 %s\ttab, selsync 0.3", &c,
-                                          f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, "fmnist.cfg \"q\" 'it''s' \\ @x $1 %s\ttab, selsync 0.3", &c), SELSYNC_OK);
     add_some(c, 0, 3000);
     assert_int_equal(selsync_chart_draw(c, f->err, sizeof f->err), SELSYNC_OK);
     wait_idle(c);
@@ -481,7 +486,7 @@ static void test_draw_empty_chart(void **state)
     fx *f = *state;
     selsync_chart *c = NULL;
     if (!f->real_gnuplot[0]) fail_msg("gnuplot is not installed");
-    assert_int_equal(selsync_chart_create(f->png, NULL, &c, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, NULL, &c), SELSYNC_OK);
     assert_int_equal(selsync_chart_finish(c, f->err, sizeof f->err), SELSYNC_OK);
     assert_complete_png(f->png);
     /* only non-finite losses, no evaluation yet */
@@ -511,7 +516,7 @@ static void test_draw_while_drawing(void **state)
     struct stat st1, st2;
     if (!f->real_gnuplot[0]) fail_msg("gnuplot is not installed");
     gated_gnuplot(f, go, sizeof go, starts, sizeof starts);
-    assert_int_equal(selsync_chart_create(f->png, "gated", &c, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, "gated", &c), SELSYNC_OK);
     add_some(c, 0, 200);
     assert_int_equal(selsync_chart_draw(c, f->err, sizeof f->err), SELSYNC_OK);
     assert_true(selsync_chart_busy(c));
@@ -553,7 +558,7 @@ static void test_gnuplot_fails(void **state)
     fx *f = *state;
     selsync_chart *c = NULL;
     fake_gnuplot(f, "echo 'line 7: this plot went wrong' >&2\nexit 3");
-    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, "t", &c), SELSYNC_OK);
     add_some(c, 0, 10);
     assert_int_equal(selsync_chart_draw(c, f->err, sizeof f->err), SELSYNC_OK);
     wait_idle(c);
@@ -577,7 +582,7 @@ static void test_gnuplot_leaves_no_picture(void **state)
     fx *f = *state;
     selsync_chart *c = NULL;
     fake_gnuplot(f, "exit 0");
-    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(create(f, f->png, "t", &c), SELSYNC_OK);
     assert_int_equal(selsync_chart_finish(c, f->err, sizeof f->err), SELSYNC_EIO);
     assert_non_null(strstr(f->err, f->png));
     assert_non_null(strstr(f->err, "could not be renamed"));
@@ -589,14 +594,14 @@ static void test_gnuplot_absent(void **state)
     fx *f = *state;
     selsync_chart *c = (selsync_chart *)f; /* overwritten with NULL */
     setenv("PATH", f->fake, 1);            /* an empty folder */
-    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_ECONFIG);
+    assert_int_equal(create(f, f->png, "t", &c), SELSYNC_ECONFIG);
     assert_null(c);
     assert_string_equal(f->err, "gnuplot not found on PATH: no training chart");
     /* a file named gnuplot that cannot be executed is not one */
     char path[192];
     snprintf(path, sizeof path, "%s/gnuplot", f->fake);
     write_file(path, "#!/bin/sh\n", 0644);
-    assert_int_equal(selsync_chart_create(f->png, "t", &c, f->err, sizeof f->err), SELSYNC_ECONFIG);
+    assert_int_equal(create(f, f->png, "t", &c), SELSYNC_ECONFIG);
 }
 
 static void test_create_bad_folder(void **state)
@@ -606,10 +611,10 @@ static void test_create_bad_folder(void **state)
     char png[192];
     fake_gnuplot(f, "exit 0");
     snprintf(png, sizeof png, "%s/missing/chart.png", f->dir);
-    assert_int_equal(selsync_chart_create(png, "t", &c, f->err, sizeof f->err), SELSYNC_EIO);
+    assert_int_equal(create(f, png, "t", &c), SELSYNC_EIO);
     assert_null(c);
     assert_non_null(strstr(f->err, png));
-    assert_int_equal(selsync_chart_create(NULL, "t", &c, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(create(f, NULL, "t", &c), SELSYNC_EINVAL);
 }
 
 int main(void)

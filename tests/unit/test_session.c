@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chart_gnuplot.h"
 #include "selsync/session.h"
 
 #include "mock_comm.h"
@@ -108,7 +109,8 @@ static void train(fx *f, int steps)
 
 static void begin(fx *f, selsync_plan *plan)
 {
-    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart, NULL, 0};
+    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart, NULL, 0,
+                      selsync_chart_gnuplot()};
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
 
@@ -216,7 +218,7 @@ static void test_sequential_position(void **state)
     f->cfg.partition = SELSYNC_PARTITION_SELDP;
     open_session(f, &one);
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL, NULL, 0};
+    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.sequential);
     assert_int_equal(plan.count, 10);
@@ -308,7 +310,7 @@ static void test_training_lists_disagree(void **state)
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     m.bcast_from[0] = &r0; /* now rank 0's list */
     m.bcast_from_n[0] = sizeof r0;
-    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
+    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_EMISMATCH);
     assert_non_null(strstr(selsync_session_error(f->s), "the training list differs: rank 0 (host-a; a.data): "
                            "5 files, hash 0000000000000009; rank 1 (host-a; b.data): 4 files, hash "
@@ -340,7 +342,7 @@ static void test_ssp_server_plan(void **state)
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = SELSYNC_METHOD_SSP;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     /* the workers must finish: a step limit is required */
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_ECONFIG);
@@ -366,7 +368,7 @@ static void test_plan_console_and_training_ranks(void **state)
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = SELSYNC_METHOD_SELSYNC;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0};
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.console);

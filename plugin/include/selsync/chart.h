@@ -1,10 +1,7 @@
-/* The training chart: a PNG redrawn during training by gnuplot, three
- * stacked panels against training seconds (the same x axis for all):
- *  1. the loss: each bin's mean (faint points, with its min..max range) and
- *     a smoothed line;
- *  2. the held-out score of the evaluations (top-1 or mAP@0.5), 0..1;
- *  3. the share of steps synchronised per bin, and the cumulative MB sent
- *     (second y axis).
+/* The training chart's data: the steps and evaluations of a run, binned,
+ * written to a data file that a drawer (selsync_chart_drawer, supplied by
+ * the host: e.g. selsync_chart_gnuplot()) turns into a picture at png in
+ * the background, one drawing at a time.
  *
  * Memory and drawing time stay bounded: steps go into at most
  * SELSYNC_CHART_MAX_BINS bins of `width` consecutive steps (width starts at
@@ -12,13 +9,12 @@
  * At most SELSYNC_CHART_MAX_EVALS evaluations are kept (later ones are
  * dropped).
  *
- * Files beside png (for png = DIR/NAME): DIR/.NAME.dat (the data),
- * DIR/.NAME.gp (the gnuplot program), DIR/.NAME.tmp (the picture being
- * drawn), DIR/.NAME.log (gnuplot's output). A drawing that succeeds is
- * renamed over png, so png is absent or a complete picture.
- *
- * gnuplot runs in the background (posix_spawnp: no shell, no fork), one
- * drawing at a time. Not thread-safe. */
+ * The data file, DIR/.NAME.dat for png = DIR/NAME: tab-separated blocks
+ * separated by two blank lines, each headed by a "#" line. Block 0: one row
+ * per bin (t_end, t_mid, t_width, loss mean, min, max, smoothed, synced
+ * share, MB sent, last step); then one block per metric in the order of
+ * selsync_chart_metrics (train_s, score, step). "?" marks a missing value.
+ * Not thread-safe. */
 #ifndef SELSYNC_CHART_H
 #define SELSYNC_CHART_H
 
@@ -29,9 +25,10 @@
 
 #define SELSYNC_CHART_MAX_BINS 1024
 #define SELSYNC_CHART_MAX_EVALS 100000
+#define SELSYNC_CHART_MAX_METRICS 4     /* distinct evaluation metrics drawn */
 
-/* How long selsync_chart_finish waits for gnuplot before killing it, and
- * selsync_chart_destroy for a drawing still running. */
+/* How long selsync_chart_finish waits for a drawing before stopping it,
+ * and selsync_chart_destroy for a drawing still running. */
 #define SELSYNC_CHART_FINISH_WAIT_S 30
 #define SELSYNC_CHART_DESTROY_WAIT_S 5
 
@@ -57,14 +54,35 @@ typedef struct selsync_chart_eval {
     char metric[16];
 } selsync_chart_eval;
 
-/* A chart drawn to png (whose folder must exist and be writable) with the
- * gnuplot found on PATH now, entitled title (e.g. the cfg name and the
- * method; NULL = none). SELSYNC_ECONFIG with the message "gnuplot not found
- * on PATH: no training chart" when there is no executable gnuplot on PATH
- * (the caller warns once and goes on without a chart); SELSYNC_EIO when
- * png's folder is missing or not writable; EINVAL, ENOMEM. */
-selsync_status selsync_chart_create(const char *png, const char *title, selsync_chart **out, char *err,
-                                    size_t errlen);
+/* What draws the data file into a picture, outside the core. Every
+ * function but open gets the state open made. */
+typedef struct selsync_chart_drawer {
+    const char *name;
+    /* A drawer of the picture png (*out: its state); a failure's status
+     * and message (e.g. no drawing program) end the chart's creation. */
+    selsync_status (*open)(const char *png, void **out, char *err, size_t errlen);
+    /* 1 while a drawing runs (notes one that ended; never waits). */
+    int (*busy)(void *d);
+    /* The failure of a drawing so far (it stays), or SELSYNC_OK. */
+    selsync_status (*status)(void *d, char *err, size_t errlen);
+    /* Starts drawing c from its data file dat (written just now; not
+     * busy) and returns at once. */
+    selsync_status (*start)(void *d, const selsync_chart *c, const char *dat, char *err, size_t errlen);
+    /* Waits at most limit_s seconds for a running drawing, then stops it
+     * (a failure); then as status. */
+    selsync_status (*wait)(void *d, double limit_s, char *err, size_t errlen);
+    /* Waits at most SELSYNC_CHART_DESTROY_WAIT_S seconds for a running
+     * drawing, removes the drawer's files and frees d. */
+    void (*close)(void *d);
+} selsync_chart_drawer;
+
+/* A chart drawn to png (whose folder must exist and be writable) by
+ * drawer, entitled title (e.g. the cfg name and the method; NULL = none).
+ * SELSYNC_EIO when png's folder is missing or not writable; the drawer's
+ * failure to open (the caller warns once and goes on without a chart);
+ * EINVAL, ENOMEM. */
+selsync_status selsync_chart_create(const char *png, const char *title, const selsync_chart_drawer *drawer,
+                                    selsync_chart **out, char *err, size_t errlen);
 
 /* One training step: its number, the cumulative training seconds after it,
  * its loss (non-finite losses count as steps but not in the mean), whether
@@ -78,26 +96,23 @@ void selsync_chart_add_step(selsync_chart *c, uint64_t step, double train_s, dou
 void selsync_chart_add_eval(selsync_chart *c, uint64_t step, double train_s, const char *metric, double score);
 
 /* Starts a redraw in the background and returns at once: writes the data
- * and the program and spawns gnuplot. Does nothing (SELSYNC_OK) while the
- * previous drawing runs. When a drawing has failed (gnuplot exited non-zero
- * or by a signal, or left no picture), returns SELSYNC_EIO with a message
- * naming png, gnuplot's exit status, the last line of its output and the
- * file that holds that output, and so on every later call (the caller
- * warns once and stops drawing). Writing the files or spawning gnuplot
- * failing: SELSYNC_EIO. */
+ * file and starts the drawer. Does nothing (SELSYNC_OK) while the previous
+ * drawing runs. When a drawing has failed, returns the drawer's failure,
+ * and so on every later call (the caller warns once and stops drawing).
+ * Writing the data file failing: SELSYNC_EIO. */
 selsync_status selsync_chart_draw(selsync_chart *c, char *err, size_t errlen);
 
-/* Notes the end of a running drawing, if it ended (never waits): on exit 0
- * its picture is renamed over png, otherwise the failure is kept for the
- * next draw or finish. draw does this too. */
+/* Notes the end of a running drawing, if it ended (never waits): its
+ * picture replaces png, or its failure is kept for the next draw or
+ * finish. draw does this too. */
 void selsync_chart_poll(selsync_chart *c);
 
 /* 1 while a drawing runs (after polling), else 0. */
 int selsync_chart_busy(selsync_chart *c);
 
 /* Waits for a running drawing, draws once more and waits for it, each wait
- * at most SELSYNC_CHART_FINISH_WAIT_S seconds (then gnuplot is killed and
- * that is a failure). Errors as selsync_chart_draw; SELSYNC_OK when png
+ * at most SELSYNC_CHART_FINISH_WAIT_S seconds (then the drawing is stopped
+ * and that is a failure). Errors as selsync_chart_draw; SELSYNC_OK when png
  * shows everything added. For the end of training and offline tools. */
 selsync_status selsync_chart_finish(selsync_chart *c, char *err, size_t errlen);
 
@@ -120,10 +135,18 @@ uint64_t selsync_chart_bin_width(const selsync_chart *c);
 int selsync_chart_get_bin(const selsync_chart *c, size_t i, selsync_chart_bin *out);
 size_t selsync_chart_eval_count(const selsync_chart *c);
 int selsync_chart_get_eval(const selsync_chart *c, size_t i, selsync_chart_eval *out);
+/* The distinct metrics of the evaluations in the order they first came
+ * (at most SELSYNC_CHART_MAX_METRICS; names point into c), and the title. */
+size_t selsync_chart_metrics(const selsync_chart *c, const char *names[SELSYNC_CHART_MAX_METRICS]);
+const char *selsync_chart_title(const selsync_chart *c);
 
-/* Waits for a running drawing (at most SELSYNC_CHART_DESTROY_WAIT_S
- * seconds, then kills it), removes the files beside png (not png, nor
- * gnuplot's output after a failed drawing) and frees c. NULL is allowed. */
+/* "DIR/.NAME<suffix>" for png = "DIR/NAME" (malloc'd; NULL: out of
+ * memory): where the chart and its drawer keep their files. */
+char *selsync_chart_beside(const char *png, const char *suffix);
+
+/* Closes the drawer (which waits at most SELSYNC_CHART_DESTROY_WAIT_S
+ * seconds for a running drawing), removes the data file (not png) and
+ * frees c. NULL is allowed. */
 void selsync_chart_destroy(selsync_chart *c);
 
 #endif

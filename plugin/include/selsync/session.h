@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "selsync/chart.h"
 #include "selsync/comm.h"
 #include "selsync/config.h"
 #include "selsync/model.h"
@@ -75,6 +76,7 @@ typedef struct selsync_data {
     const char *chart;          /* with chart_every: the training chart's PNG (NULL: none) */
     const char *note;           /* a line for the head of every rank's metrics file (NULL: none) */
     uint64_t max_steps;         /* the host's step limit (0: none; method ssp needs one) */
+    const selsync_chart_drawer *chart_drawer; /* with chart: what draws it (NULL: no chart) */
 } selsync_data;
 
 /* What selsync_session_begin decides for this rank. */
