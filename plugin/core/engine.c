@@ -1,66 +1,10 @@
-/* The SelSync engine (see selsync/engine.h and the README): measuring the
- * gradients, moving the averages and the step's bookkeeping. Which steps
- * synchronise is engine_policy.c's, the metrics file engine_metrics.c's,
- * snapshots engine_snapshot.c's; the state they share is engine_state.h.
+/* The SelSync engine (see selsync/engine.h and the README): one step's
+ * order of work over its parts, which keep the state engine_state.h
+ * describes: the significance of the gradients (engine_measure.c), which
+ * steps and layers synchronise (engine_policy.c), the averages
+ * (engine_aggregate.c), the metrics file (engine_metrics.c) and snapshots
+ * (engine_snapshot.c).
  *
- * Why it works this way:
- * - Significance. Every step each group (the whole model, or one layer with
- *   granularity = layer) measures the squared L2 norm x_t of this step's own
- *   gradient (float sums over blocks of 1024 elements, added in double).
- *   When the host keeps a residual in its grad buffers
- *   (Darknet leaves momentum * grad there after the update) the engine
- *   subtracts a snapshot of the buffer taken at the end of the previous
- *   after_update, so x_t is the norm of this step's contribution only.
- * - Smoothing. x_t goes into a ring of the last `window` values; the smoothed
- *   value is the normalised exponentially weighted mean of the m =
- *   min(steps so far, window) newest values:
- *       s_t = sum_{i<m} (1-a)^i x_{t-i} / sum_{i<m} (1-a)^i,  a = smoothing.
- *   Normalising means s_t is a mean from the first step on, so there is no
- *   zero start-up value to divide by (the reference code's bug).
- * - Change. D_t = |s_t - s_{t-1}| / |s_{t-1}|. It is +inf, which means
- *   "synchronise", when there is no s_{t-1} (step 0), when s_{t-1} is 0 or
- *   not finite, or when s_t is not finite (a NaN/Inf gradient). A NaN stays
- *   in the ring for `window` steps and then in s_{t-1} for one more, so it
- *   forces synchronisation for window + 1 steps. A group is significant on this rank when D_t >= delta, so
- *   delta = 0 synchronises every step. Layers without a trained tensor are
- *   never significant (their norm is always 0).
- * - Transfer. One sum_f32v per synchronisation, in place over the tensors
- *   (no packing), each sum multiplied by 1/k: the same float operations on
- *   every rank, so every replica receives the same bits.
- *   aggregate = params averages parameters after the host's update (the
- *   paper's PA); aggregate = grads averages gradients before it. BN running
- *   statistics (STAT tensors) travel with their layer when sync_bn_stats.
- * - Gradient buckets (aggregate = grads). The tensors to average, taken from
- *   the last to the first, are cut into buckets of bucket_mb; each bucket is
- *   one sum_f32v. A bucket is a function of the model, bucket_mb and the
- *   chosen layers only, so each element is summed in the same order whether
- *   the buckets are summed during the backward pass or after it.
- * - Overlap (overlap = 1, a communicator with sum_f32v_start). On a step
- *   known before its backward pass to average every layer (bsp; selsync in
- *   its warm-up or after max_local local steps), the host reports each
- *   layer whose gradient is final (selsync_layer_ready): the engine measures
- *   that layer's tensors then and starts every bucket whose layers are all
- *   ready, in bucket order; before_update starts the rest and waits. The
- *   metrics' t_transfer is then the exposed part: the time before_update
- *   waited. Other steps (decided after the backward pass) sum the same
- *   buckets in before_update.
- * - Parameter averages in the background (aggregate = params, overlap = 1,
- *   a communicator with sum_f32v_start; all ranks average). after_update
- *   copies the params to average into one packed buffer and starts its sum;
- *   the next step's forward and backward passes run meanwhile, on the
- *   params the rank had. The next before_update waits and applies it: a
- *   trained tensor takes the average (the host changes it only in its
- *   update), a STAT tensor the average plus what that step's forward passes
- *   added. So the average arrives one step late, under that step's own
- *   update; replicas are equal to the update after every average and after
- *   selsync_finish. Its bytes and waiting go into the next step's record;
- *   consensus, snapshot and finish apply a pending average first.
- * - Accounting. bsp_bytes = steps x (payload bytes of a full synchronisation)
- *   x r, where r = bytes the communicator reported per payload byte in the
- *   largest transfer over all ranks so far (a members-only sum is not one):
- *   exact once a full synchronisation has happened (a warm-up step, or
- *   selsync_finish for local and fedavg); before any transfer r is
- *   2(N-1)/N, a ring all-reduce.
  * - The step record's norm, smoothed value and change are the whole model's
  *   (an extra tracker with granularity = layer); its local_flag is this
  *   rank's OR of the group flags before agreement, for every method.
@@ -306,174 +250,14 @@ static void discard_own_step(selsync_engine *e)
     engine_keep_stats(e, 0);
 }
 
-/* The squared norm of g - snap (snap may be NULL) over [j, end), in double. */
-static double sq_double(const float *g, const float *snap, size_t j, size_t end)
-{
-    double sum = 0;
-    for (; j < end; j++) {
-        double v = (double)g[j] - (snap ? (double)snap[j] : 0.0);
-        sum += v * v;
-    }
-    return sum;
-}
-
-/* Tensor i's squared norm of this step's own gradient and whether its
- * params are finite, once per step (selsync_layer_ready takes them before
- * the layer's bucket is summed). One pass over grad, snapshot and params:
- * LANES independent float sums over a block of BLOCK elements, so that the
- * compiler vectorises the loop (a lane adds BLOCK / LANES squares: about
- * 1e-7 of relative error), the blocks' sums added in double. A block whose
- * float sum overflows is summed again in double, so only a gradient that
- * is not finite gives an infinite norm. Over 3 M elements the pass took
- * 0.9 ms against 3.2 ms with double lanes. */
-#define LANES 16
-#define BLOCK 1024
-static void measure_tensor(selsync_engine *e, size_t i)
-{
-    const selsync_tensor *t = &e->t[i];
-    const float *g = t->grad, *p = t->param, *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
-    float nonfinite[LANES] = {0}, bad = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
-    size_t n = t->count, j = 0;
-    double sum = 0;
-    if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
-    while (n - j >= LANES) {
-        float s[LANES] = {0}, block = 0;
-        size_t j0 = j, end = j + (n - j < BLOCK ? (n - j) / LANES * LANES : BLOCK);
-        if (snap)
-            for (; j < end; j += LANES)
-                for (size_t k = 0; k < LANES; k++) {
-                    float v = g[j + k] - snap[j + k];
-                    s[k] += v * v;
-                    nonfinite[k] += p[j + k] * 0.0f;
-                }
-        else
-            for (; j < end; j += LANES)
-                for (size_t k = 0; k < LANES; k++) {
-                    s[k] += g[j + k] * g[j + k];
-                    nonfinite[k] += p[j + k] * 0.0f;
-                }
-        for (size_t k = 0; k < LANES; k++) block += s[k];
-        sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
-    }
-    sum += sq_double(g, snap, j, n);
-    for (; j < n; j++) bad += p[j] * 0.0f;
-    for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
-    e->tsq[i] = sum;
-    e->tbad[i] = isnan(bad);
-    e->measured[i] = 1;
-}
-
-/* Norms, smoothing, change and local flags of this step (top comment).
- * A step whose gradient norm or trained parameters are not finite leaves
- * the smoothing untouched and flags nothing; it returns 1 (2 when the
- * parameters are not finite). The loss alone does not count: a loss can be
- * infinite while its gradient is finite. */
-static int measure(selsync_engine *e)
-{
-    size_t w = (size_t)e->cfg.window, slot = (size_t)(e->step % w);
-    size_t m = e->step < w ? (size_t)e->step + 1 : w, whole = e->n_track - 1;
-    int params_bad = 0;
-
-    memset(e->sq, 0, e->n_track * sizeof *e->sq);
-    for (size_t i = 0; i < e->nt; i++) {
-        if (e->t[i].kind != SELSYNC_TENSOR_TRAINED) continue;
-        measure_tensor(e, i);
-        params_bad |= e->tbad[i];
-        e->sq[e->n_groups > 1 ? e->t[i].layer : 0] += e->tsq[i];
-    }
-    if (e->n_track > e->n_groups)
-        for (size_t g = 0; g < e->n_groups; g++) e->sq[whole] += e->sq[g];
-
-    e->cur.local_flag = 0;
-    if (params_bad || !isfinite(e->sq[whole])) {
-        e->cur.grad_norm = e->sq[whole];
-        e->cur.smoothed = e->prev[whole];
-        e->cur.change = NAN;
-        memset(e->flags, 0, e->n_groups);
-        return 1 + params_bad;
-    }
-    for (size_t k = 0; k < e->n_track; k++) {
-        double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;
-        if (k < e->n_groups && !e->active[k]) { e->flags[k] = 0; continue; }
-        ring[slot] = e->sq[k];
-        for (size_t i = 0; i < m && wt > 0; i++, wt *= e->keep) { /* wt > 0: no 0 * inf */
-            num += wt * ring[(slot + w - i) % w];
-            den += wt;
-        }
-        s = num / den;
-        change = e->step == 0 || e->prev[k] == 0 || !isfinite(e->prev[k]) || !isfinite(s)
-                     ? INFINITY : fabs(s - e->prev[k]) / fabs(e->prev[k]);
-        e->prev[k] = s;
-        if (k < e->n_groups) {
-            e->flags[k] = change >= e->delta;
-            e->cur.local_flag |= e->flags[k];
-        }
-        if (k == whole) {
-            e->cur.grad_norm = e->sq[k];
-            e->cur.smoothed = s;
-            e->cur.change = change;
-        }
-    }
-    return 0;
-}
-
-/* A transfer of n floats (n > 0) over all ranks sent `bytes`: the bytes per
- * payload byte, kept from the largest transfer so far (a full one once
- * there was one; top comment, Accounting). */
-static void learn_ratio(selsync_engine *e, uint64_t bytes, size_t n)
-{
-    if (n < e->ratio_n) return;
-    e->ratio = (double)bytes / ((double)n * sizeof(float));
-    e->ratio_n = n;
-}
-
-/* Sums the params of the trained tensors, and of the STAT tensors when
- * sync_bn_stats, of the chosen layers in place, times
- * scale, over the k ranks e->perm[0 .. k) when k < world (member: this
- * rank is one of them), else over all ranks. The members' sum is one
- * sum_f32v_among, or, where the communicator lacks it, one sum_f32v over
- * all ranks to which a non-member contributes its tensors zeroed first.
- * Adds its time to *t. */
-static selsync_status transfer(selsync_engine *e, int member, int k, float scale, double *t)
-{
-    double t0 = selsync_now();
-    size_t n = 0, ns = 0;
-    uint64_t b0;
-    selsync_status st;
-    int among = k < e->world && e->comm.ops->sum_f32v_among;
-
-    for (size_t i = 0; i < e->nt; i++) {
-        const selsync_tensor *x = &e->t[i];
-        float *v = x->param;
-        if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
-        if (!member && !among) memset(v, 0, x->count * sizeof(float));
-        e->seg[ns++] = (selsync_segment){v, x->count};
-        n += x->count;
-    }
-    if (n == 0) return SELSYNC_OK;
-    b0 = e->comm.ops->bytes_sent(e->comm.ctx);
-    st = among ? e->comm.ops->sum_f32v_among(e->comm.ctx, e->seg, ns, scale, e->perm, k)
-               : e->comm.ops->sum_f32v(e->comm.ctx, e->seg, ns, scale);
-    if (st != SELSYNC_OK) return engine_comm_failed(e, st, among ? "sum_f32v_among" : "sum_f32v", n);
-    if (!among) learn_ratio(e, e->comm.ops->bytes_sent(e->comm.ctx) - b0, n);
-    *t += selsync_now() - t0;
-    return SELSYNC_OK;
-}
-
 /* The step begins (at its first selsync_layer_ready, else at
  * before_update): whether its buckets overlap the backward pass, decided
- * from what is known before it (top comment); the step's byte count starts
- * and the transport learns the step. */
-/* overlap = 1 with a communicator that can sum in the background */
-static int overlaps(const selsync_engine *e)
-{
-    return e->cfg.overlap && e->comm.ops->sum_f32v_start && e->comm.ops->wait_sums;
-}
-
+ * from what is known before it (engine_aggregate.c); the step's byte count
+ * starts and the transport learns the step. */
 static void open_step(selsync_engine *e)
 {
     e->step_open = 1;
-    e->overlapping = policy_forced(e) && overlaps(e) && e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS &&
+    e->overlapping = policy_forced(e) && engine_overlaps(e) && e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS &&
                      e->cfg.on_nonfinite != SELSYNC_NONFINITE_SKIP;
     if (e->overlapping) {
         memset(e->chosen, 1, e->n_layers);
@@ -487,126 +271,6 @@ static void open_step(selsync_engine *e)
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx) - e->late_carry;
     e->late_carry = 0;
     if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
-}
-
-/* Sums (overlapping: starts) the gradient buckets not summed yet this step,
- * in order (top comment): the chosen layers' synced tensors from
- * bucket_pos down, a bucket ending once it holds bucket_mb. ready_only:
- * stops before a bucket that holds a tensor of a layer not ready. */
-static selsync_status sum_buckets(selsync_engine *e, int ready_only)
-{
-    const double limit = e->cfg.bucket_mb * 1e6;
-    while (e->bucket_pos > 0) {
-        size_t i = e->bucket_pos, ns = 0, n = 0;
-        selsync_segment *seg = e->seg + e->seg_used;
-        selsync_status st;
-        while (i > 0 && (double)n * sizeof(float) < limit) {
-            const selsync_tensor *x = &e->t[--i];
-            if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
-            if (ready_only && !e->ready[x->layer]) return SELSYNC_OK;
-            seg[ns++] = (selsync_segment){x->grad ? x->grad : x->param, x->count};
-            n += x->count;
-        }
-        if (ns == 0) break;
-        if (e->bucket_n == 0) e->bucket_b0 = e->comm.ops->bytes_sent(e->comm.ctx);
-        st = e->overlapping ? e->comm.ops->sum_f32v_start(e->comm.ctx, seg, ns, e->scale)
-                            : e->comm.ops->sum_f32v(e->comm.ctx, seg, ns, e->scale);
-        if (st != SELSYNC_OK) return engine_comm_failed(e, st, e->overlapping ? "sum_f32v_start" : "sum_f32v", n);
-        e->bucket_pos = i;
-        e->seg_used += ns;
-        e->bucket_n += n;
-        e->tot.buckets++;
-        e->tot.buckets_early += ready_only;
-    }
-    e->bucket_pos = 0;
-    return SELSYNC_OK;
-}
-
-/* The gradients of the chosen layers averaged over all ranks: the buckets
- * not yet summed, then (overlapping) the wait for those started. Adds the
- * time to *t. */
-static selsync_status average_grads(selsync_engine *e, double *t)
-{
-    double t0 = selsync_now();
-    selsync_status st = sum_buckets(e, 0);
-    if (st == SELSYNC_OK && e->overlapping && (st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
-        return engine_comm_failed(e, st, "sum_f32v (started during the backward pass)", e->bucket_n);
-    if (st != SELSYNC_OK) return st;
-    if (e->bucket_n) learn_ratio(e, e->comm.ops->bytes_sent(e->comm.ctx) - e->bucket_b0, e->bucket_n);
-    *t += selsync_now() - t0;
-    return SELSYNC_OK;
-}
-
-/* aggregate = params with overlap = 1: this step's average runs in the
- * background while the next step computes (top comment). */
-static int averages_late(const selsync_engine *e)
-{
-    return overlaps(e) && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->n_members == e->world;
-}
-
-/* Starts the average of the chosen layers' synced params: packed into
- * e->late (the STAT tensors' values also kept in late_base) and summed in
- * the background. */
-static selsync_status start_late(selsync_engine *e)
-{
-    size_t n = 0, ns = 0;
-    selsync_status st;
-    if (!e->late) {
-        e->late = malloc(e->sync_n * sizeof *e->late);
-        e->late_base = malloc((e->n_params - e->n_trained + 1) * sizeof *e->late_base);
-        if (!e->late || !e->late_base)
-            return EFAIL(e, SELSYNC_ENOMEM, "[selsync] out of memory for the parameter average in the background");
-    }
-    for (size_t i = 0; i < e->nt; i++) {
-        const selsync_tensor *x = &e->t[i];
-        if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
-        memcpy(e->late + n, x->param, x->count * sizeof(float));
-        n += x->count;
-        if (x->kind != SELSYNC_TENSOR_STAT) continue;
-        memcpy(e->late_base + ns, x->param, x->count * sizeof(float));
-        ns += x->count;
-    }
-    if (n == 0) return SELSYNC_OK;
-    memcpy(e->late_layers, e->chosen, e->n_layers);
-    e->late_seg = (selsync_segment){e->late, n};
-    if ((st = e->comm.ops->sum_f32v_start(e->comm.ctx, &e->late_seg, 1, e->scale)) != SELSYNC_OK)
-        return engine_comm_failed(e, st, "sum_f32v_start (parameters)", n);
-    e->late_pending = 1;
-    e->tot.late_averages++;
-    return SELSYNC_OK;
-}
-
-/* Waits for the average start_late began and applies it: a trained tensor
- * takes the average (the host leaves it alone between its updates), a STAT
- * tensor the average plus what the forward passes since changed in it.
- * between: called between two steps (its bytes then go into the next
- * step's record). Adds the time to *t. */
-selsync_status engine_apply_late(selsync_engine *e, int between, double *t)
-{
-    double t0 = selsync_now();
-    size_t n = 0, ns = 0, total = e->late_seg.count;
-    selsync_status st;
-    if (!e->late_pending) return SELSYNC_OK;
-    e->late_pending = 0;
-    uint64_t b0 = e->comm.ops->bytes_sent(e->comm.ctx); /* a started sum counts at its wait (comm.h) */
-    if ((st = e->comm.ops->wait_sums(e->comm.ctx)) != SELSYNC_OK)
-        return engine_comm_failed(e, st, "sum_f32v (parameters, started after the previous update)", total);
-    uint64_t bytes = e->comm.ops->bytes_sent(e->comm.ctx) - b0;
-    learn_ratio(e, bytes, total);
-    if (between) e->late_carry += bytes;
-    for (size_t i = 0; i < e->nt; i++) {
-        const selsync_tensor *x = &e->t[i];
-        if (!e->late_layers[x->layer] || !policy_syncs(e, x)) continue;
-        if (x->kind == SELSYNC_TENSOR_STAT) {
-            for (size_t j = 0; j < x->count; j++) x->param[j] += e->late[n + j] - e->late_base[ns + j];
-            ns += x->count;
-        } else {
-            memcpy(x->param, e->late + n, x->count * sizeof(float));
-        }
-        n += x->count;
-    }
-    *t += selsync_now() - t0;
-    return SELSYNC_OK;
 }
 
 selsync_status engine_check(selsync_engine *e, int in_step)
@@ -630,8 +294,8 @@ selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
     if (!e->overlapping || e->ready[layer]) return SELSYNC_OK;
     e->ready[layer] = 1;
     for (size_t i = 0; i < e->nt; i++)
-        if (e->t[i].layer == layer) measure_tensor(e, i);
-    st = sum_buckets(e, 1);
+        if (e->t[i].layer == layer) engine_measure_tensor(e, i);
+    st = engine_sum_buckets(e, 1);
     e->t_hooks += selsync_now() - t0;
     return st;
 }
@@ -655,9 +319,9 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     e->cur.t_compute = t0 - e->t_mark - e->t_hooks;
     if ((st = engine_apply_late(e, 0, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     double t1 = selsync_now();
-    int bad = measure(e);
+    int bad = engine_measure(e);
     e->cur.t_measure = selsync_now() - t1 + e->t_hooks;
-    if (e->overlapping && (st = average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK) return st;
+    if (e->overlapping && (st = engine_average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     if (bad == 2 || (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP))
         return EFAIL(e, SELSYNC_ENONFINITE, "[selsync] step %" PRIu64 ": rank %d: %s (gradient's squared norm %g, "
                      "loss %g); stopping (%s)", e->step, e->rank,
@@ -667,7 +331,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     if (bad) discard_own_step(e);
     if ((st = policy_decide(e, bad)) != SELSYNC_OK) return st;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_GRADS && e->cur.decision == SELSYNC_SYNC_STEP && !e->overlapping &&
-        (st = average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = engine_average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     e->in_step = 1;
     return SELSYNC_OK;
@@ -686,8 +350,8 @@ selsync_status selsync_after_update(selsync_engine *e)
     e->in_step = 0;
     e->step_open = 0;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
-        (st = averages_late(e) ? start_late(e)
-                               : transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = engine_averages_late(e) ? engine_start_late(e)
+                               : engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
@@ -736,7 +400,7 @@ selsync_status selsync_finish(selsync_engine *e)
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     memset(e->chosen, 1, e->n_layers);
     if (e->cfg.method != SELSYNC_METHOD_SSP)
-        st = transfer(e, 1, e->world, 1.0f / (float)e->world, &e->tot.t_transfer);
+        st = engine_transfer(e, 1, e->world, 1.0f / (float)e->world, &e->tot.t_transfer);
     else if (e->ssp && (st = selsync_ssp_done(e->ssp)) != SELSYNC_OK) {
         e->broken = 1;
         EFAIL(e, st, "[selsync] rank %d: %s", e->rank, selsync_ssp_worker_error(e->ssp));

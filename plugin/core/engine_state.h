@@ -42,7 +42,7 @@ struct selsync_engine {
     double t_mark;               /* end of the previous after_update */
     double t_start;              /* engine start (shifted on restore) */
     size_t n_params, n_trained;  /* elements of all params; of the trained ones */
-    /* This step's gradient buckets and overlap (top comment). */
+    /* This step's gradient buckets and overlap (engine_aggregate.c). */
     double *tsq;                 /* per tensor: squared norm of this step's own gradient */
     uint8_t *tbad;               /* per tensor: a param not finite */
     uint8_t *measured;           /* per tensor: tsq and tbad taken this step */
@@ -55,7 +55,7 @@ struct selsync_engine {
     size_t bucket_n;             /* elements in this step's buckets */
     uint64_t bucket_b0;          /* bytes_sent before this step's first bucket */
     double t_hooks;              /* seconds spent in layer_ready this step */
-    /* A parameter average overlapped with the next step (top comment). */
+    /* A parameter average overlapped with the next step (engine_aggregate.c). */
     float *late;                 /* the averaged params, packed; sync_n floats, allocated on first use */
     float *late_base;            /* the STAT tensors' values when it started (n_stat floats) */
     uint8_t *late_layers;        /* per layer: in the average */
@@ -89,6 +89,31 @@ selsync_status engine_comm_failed(selsync_engine *e, selsync_status st, const ch
 void engine_keep_stats(selsync_engine *e, int save);
 /* The engine may run an operation now (in_step: inside a step); else why not. */
 selsync_status engine_check(selsync_engine *e, int in_step);
+
+/* engine_measure.c */
+/* Tensor i's squared norm of this step's own gradient, and whether its
+ * params are finite, once per step. */
+void engine_measure_tensor(selsync_engine *e, size_t i);
+/* Norms, smoothing, change and local flags of this step; 1 when its
+ * gradient is not finite, 2 when its parameters are not. */
+int engine_measure(selsync_engine *e);
+
+/* engine_aggregate.c */
+/* overlap = 1 with a communicator that can sum in the background. */
+int engine_overlaps(const selsync_engine *e);
+/* The chosen layers' params summed times scale over the k ranks of
+ * e->perm (member: this rank is one) or all; the time added to *t. */
+selsync_status engine_transfer(selsync_engine *e, int member, int k, float scale, double *t);
+/* Sums (overlapping: starts) the gradient buckets not summed yet this
+ * step; ready_only: only those whose layers are all ready. */
+selsync_status engine_sum_buckets(selsync_engine *e, int ready_only);
+/* The chosen layers' gradients averaged: the remaining buckets, then the
+ * wait for those started; the time added to *t. */
+selsync_status engine_average_grads(selsync_engine *e, double *t);
+/* aggregate = params with overlap = 1: averages run in the background. */
+int engine_averages_late(const selsync_engine *e);
+/* Starts the background average of the chosen layers' params. */
+selsync_status engine_start_late(selsync_engine *e);
 /* Applies a pending background parameter average (between: outside a step). */
 selsync_status engine_apply_late(selsync_engine *e, int between, double *t);
 

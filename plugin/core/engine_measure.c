@@ -1,0 +1,143 @@
+/* The significance of this step's gradients, per group (the whole model,
+ * or each layer with granularity = layer) and for the whole model:
+ *
+ * - Norm. Every step each group (the whole model, or one layer with
+ *   granularity = layer) measures the squared L2 norm x_t of this step's own
+ *   gradient (float sums over blocks of 1024 elements, added in double).
+ *   When the host keeps a residual in its grad buffers
+ *   (Darknet leaves momentum * grad there after the update) the engine
+ *   subtracts a snapshot of the buffer taken at the end of the previous
+ *   after_update, so x_t is the norm of this step's contribution only.
+ * - Smoothing. x_t goes into a ring of the last `window` values; the smoothed
+ *   value is the normalised exponentially weighted mean of the m =
+ *   min(steps so far, window) newest values:
+ *       s_t = sum_{i<m} (1-a)^i x_{t-i} / sum_{i<m} (1-a)^i,  a = smoothing.
+ *   Normalising means s_t is a mean from the first step on, so there is no
+ *   zero start-up value to divide by (the reference code's bug).
+ * - Change. D_t = |s_t - s_{t-1}| / |s_{t-1}|. It is +inf, which means
+ *   "synchronise", when there is no s_{t-1} (step 0), when s_{t-1} is 0 or
+ *   not finite, or when s_t is not finite (a NaN/Inf gradient). A NaN stays
+ *   in the ring for `window` steps and then in s_{t-1} for one more, so it
+ *   forces synchronisation for window + 1 steps. A group is significant on this rank when D_t >= delta, so
+ *   delta = 0 synchronises every step. Layers without a trained tensor are
+ *   never significant (their norm is always 0). */
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine_state.h"
+#include "internal.h"
+
+/* The squared norm of g - snap (snap may be NULL) over [j, end), in double. */
+static double sq_double(const float *g, const float *snap, size_t j, size_t end)
+{
+    double sum = 0;
+    for (; j < end; j++) {
+        double v = (double)g[j] - (snap ? (double)snap[j] : 0.0);
+        sum += v * v;
+    }
+    return sum;
+}
+
+/* Tensor i's squared norm of this step's own gradient and whether its
+ * params are finite, once per step (selsync_layer_ready takes them before
+ * the layer's bucket is summed). One pass over grad, snapshot and params:
+ * LANES independent float sums over a block of BLOCK elements, so that the
+ * compiler vectorises the loop (a lane adds BLOCK / LANES squares: about
+ * 1e-7 of relative error), the blocks' sums added in double. A block whose
+ * float sum overflows is summed again in double, so only a gradient that
+ * is not finite gives an infinite norm. Over 3 M elements the pass took
+ * 0.9 ms against 3.2 ms with double lanes. */
+#define LANES 16
+#define BLOCK 1024
+void engine_measure_tensor(selsync_engine *e, size_t i)
+{
+    const selsync_tensor *t = &e->t[i];
+    const float *g = t->grad, *p = t->param, *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
+    float nonfinite[LANES] = {0}, bad = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
+    size_t n = t->count, j = 0;
+    double sum = 0;
+    if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
+    while (n - j >= LANES) {
+        float s[LANES] = {0}, block = 0;
+        size_t j0 = j, end = j + (n - j < BLOCK ? (n - j) / LANES * LANES : BLOCK);
+        if (snap)
+            for (; j < end; j += LANES)
+                for (size_t k = 0; k < LANES; k++) {
+                    float v = g[j + k] - snap[j + k];
+                    s[k] += v * v;
+                    nonfinite[k] += p[j + k] * 0.0f;
+                }
+        else
+            for (; j < end; j += LANES)
+                for (size_t k = 0; k < LANES; k++) {
+                    s[k] += g[j + k] * g[j + k];
+                    nonfinite[k] += p[j + k] * 0.0f;
+                }
+        for (size_t k = 0; k < LANES; k++) block += s[k];
+        sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
+    }
+    sum += sq_double(g, snap, j, n);
+    for (; j < n; j++) bad += p[j] * 0.0f;
+    for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
+    e->tsq[i] = sum;
+    e->tbad[i] = isnan(bad);
+    e->measured[i] = 1;
+}
+
+/* Norms, smoothing, change and local flags of this step (the comment at the top).
+ * A step whose gradient norm or trained parameters are not finite leaves
+ * the smoothing untouched and flags nothing; it returns 1 (2 when the
+ * parameters are not finite). The loss alone does not count: a loss can be
+ * infinite while its gradient is finite. */
+int engine_measure(selsync_engine *e)
+{
+    size_t w = (size_t)e->cfg.window, slot = (size_t)(e->step % w);
+    size_t m = e->step < w ? (size_t)e->step + 1 : w, whole = e->n_track - 1;
+    int params_bad = 0;
+
+    memset(e->sq, 0, e->n_track * sizeof *e->sq);
+    for (size_t i = 0; i < e->nt; i++) {
+        if (e->t[i].kind != SELSYNC_TENSOR_TRAINED) continue;
+        engine_measure_tensor(e, i);
+        params_bad |= e->tbad[i];
+        e->sq[e->n_groups > 1 ? e->t[i].layer : 0] += e->tsq[i];
+    }
+    if (e->n_track > e->n_groups)
+        for (size_t g = 0; g < e->n_groups; g++) e->sq[whole] += e->sq[g];
+
+    e->cur.local_flag = 0;
+    if (params_bad || !isfinite(e->sq[whole])) {
+        e->cur.grad_norm = e->sq[whole];
+        e->cur.smoothed = e->prev[whole];
+        e->cur.change = NAN;
+        memset(e->flags, 0, e->n_groups);
+        return 1 + params_bad;
+    }
+    for (size_t k = 0; k < e->n_track; k++) {
+        double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;
+        if (k < e->n_groups && !e->active[k]) { e->flags[k] = 0; continue; }
+        ring[slot] = e->sq[k];
+        for (size_t i = 0; i < m && wt > 0; i++, wt *= e->keep) { /* wt > 0: no 0 * inf */
+            num += wt * ring[(slot + w - i) % w];
+            den += wt;
+        }
+        s = num / den;
+        change = e->step == 0 || e->prev[k] == 0 || !isfinite(e->prev[k]) || !isfinite(s)
+                     ? INFINITY : fabs(s - e->prev[k]) / fabs(e->prev[k]);
+        e->prev[k] = s;
+        if (k < e->n_groups) {
+            e->flags[k] = change >= e->delta;
+            e->cur.local_flag |= e->flags[k];
+        }
+        if (k == whole) {
+            e->cur.grad_norm = e->sq[k];
+            e->cur.smoothed = s;
+            e->cur.change = change;
+        }
+    }
+    return 0;
+}
+
