@@ -60,6 +60,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare.metrics import read_metrics  # noqa: E402  (the one reader of metrics files)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
 WORKER = os.path.join(ROOT, "scripts", "bench_ddp_worker.py")
@@ -176,20 +179,9 @@ def darknet_files(a, out):
 def metrics(path):
     """Rank 0's metrics: mean t_transfer of the steps, and the eval rows as
     (train_s, top1)."""
-    head, transfer, evals = None, [], []
-    with open(path) as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("# eval"):
-                kv = dict(p.split("=", 1) for p in line.split("\t")[1:] if "=" in p)
-                evals.append((float(kv["train_s"]), float(kv["top1"])))
-            elif line.startswith("#"):
-                continue
-            elif head is None:
-                head = line.split("\t")
-            else:
-                transfer.append(float(line.split("\t")[head.index("t_transfer")]))
-    return sum(transfer) / max(1, len(transfer)), evals
+    rows, evals = read_metrics(path)
+    transfer = [r["t_transfer"] for r in rows]
+    return sum(transfer) / max(1, len(transfer)), [(e["train_s"], e["top1"]) for e in evals]
 
 
 def ddp_result(path):

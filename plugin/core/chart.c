@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "metrics_columns.h"
 
 #define LINE_MAX_LEN 4096
 
@@ -310,10 +311,11 @@ void selsync_chart_destroy(selsync_chart *c)
 
 /* ---- reading a metrics file ---- */
 
-/* The columns of the header line that a step row needs. */
+/* The columns of the header line that a step row needs (metrics_columns.h). */
 enum { COL_STEP, COL_LOSS, COL_DECISION, COL_BYTES, COL_TC, COL_TM, COL_TA, COL_TT, N_COLS };
-static const char *const col_name[N_COLS] = {"step",      "loss",      "decision", "bytes_sent",
-                                             "t_compute", "t_measure", "t_agree",  "t_transfer"};
+static const metrics_column needed[N_COLS] = {METRICS_STEP,      METRICS_LOSS,      METRICS_DECISION,
+                                              METRICS_BYTES_SENT, METRICS_T_COMPUTE, METRICS_T_MEASURE,
+                                              METRICS_T_AGREE,   METRICS_T_TRANSFER};
 
 typedef struct reader {
     const char *path;
@@ -381,8 +383,8 @@ static selsync_status read_header(reader *r, char *line)
     if (n > 64) return bad(r, "%s", "header line with more than 64 columns");
     for (int k = 0; k < N_COLS; k++) {
         size_t i = 0;
-        while (i < n && strcmp(field[i], col_name[k]) != 0) i++;
-        if (i == n) return bad(r, "header line without the column '%s'", col_name[k]);
+        while (i < n && strcmp(field[i], metrics_column_name[needed[k]]) != 0) i++;
+        if (i == n) return bad(r, "header line without the column '%s'", metrics_column_name[needed[k]]);
         r->col[k] = i;
     }
     r->n_fields = n;
@@ -407,7 +409,7 @@ static selsync_status read_step(selsync_chart *c, reader *r, char *line)
     for (int k = 0; k < 4; k++) {
         const char *s = field[r->col[COL_TC + k]];
         if (parse_double(s, &t[k]) || !isfinite(t[k]) || t[k] < 0)
-            return bad(r, "bad %s '%s'", col_name[COL_TC + k], s);
+            return bad(r, "bad %s '%s'", metrics_column_name[needed[COL_TC + k]], s);
     }
     const char *d = field[r->col[COL_DECISION]];
     if (strcmp(d, "sync") != 0 && strcmp(d, "local") != 0 && strcmp(d, "skip") != 0)

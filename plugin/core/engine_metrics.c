@@ -15,8 +15,15 @@
 #include "selsync/vclock.h"
 
 #include "engine_state.h"
+#include "metrics_columns.h"
 
 #define FLUSH_EVERY 100 /* rows between two flushes */
+
+const char *const metrics_column_name[METRICS_COLUMNS] = {
+#define METRICS_COLUMN_NAME(id, name) name,
+    SELSYNC_METRICS_COLUMNS(METRICS_COLUMN_NAME)
+#undef METRICS_COLUMN_NAME
+};
 
 /* Opens cfg->log with every "%r" replaced by the rank. */
 selsync_status metrics_open(selsync_engine *e, char *err, size_t len)
@@ -51,6 +58,15 @@ static int adaptive(const selsync_engine *e)
     return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.target_sync > 0;
 }
 
+/* Whether column k is in this run's file: delta with target_sync, virtual_s
+ * under virtual time. */
+static int written(const selsync_engine *e, metrics_column k)
+{
+    if (k == METRICS_DELTA) return adaptive(e);
+    if (k == METRICS_VIRTUAL_S) return selsync_virtual_clock(&e->comm, NULL);
+    return 1;
+}
+
 /* The header line, written lazily so that notes can come first; -1 on error. */
 int metrics_header(selsync_engine *e)
 {
@@ -58,28 +74,44 @@ int metrics_header(selsync_engine *e)
     if (!log_file(e)) return -1;
     if (e->header_done) return 0;
     e->header_done = 1;
-    return fputs("step\tloss\tlr\tgrad_norm\tsmoothed\tchange\tlocal_flag\tdecision\tlayers_synced\t"
-                 "bytes_sent\tinject_bytes\tt_compute\tt_measure\tt_agree\tt_transfer", e->log) < 0 ||
-           (adaptive(e) && fputs("\tdelta", e->log) < 0) ||
-           fputs(selsync_virtual_clock(&e->comm, NULL) ? "\tvirtual_s\n" : "\n", e->log) < 0 ? -1 : 0;
+    for (int k = 0; k < METRICS_COLUMNS; k++)
+        if (written(e, k) && fprintf(e->log, "%s%s", k ? "\t" : "", metrics_column_name[k]) < 0) return -1;
+    return fputc('\n', e->log) == EOF ? -1 : 0;
+}
+
+/* Column k of step s. */
+static int put_column(FILE *f, const selsync_step *s, metrics_column k)
+{
+    switch (k) {
+    case METRICS_STEP: return fprintf(f, "%" PRIu64, s->step);
+    case METRICS_LOSS: return fprintf(f, "%.9g", s->loss);
+    case METRICS_LR: return fprintf(f, "%.9g", s->learning_rate);
+    case METRICS_GRAD_NORM: return fprintf(f, "%.9g", s->grad_norm);
+    case METRICS_SMOOTHED: return fprintf(f, "%.9g", s->smoothed);
+    case METRICS_CHANGE: return isinf(s->change) ? fprintf(f, "inf") : fprintf(f, "%.9g", s->change);
+    case METRICS_LOCAL_FLAG: return fprintf(f, "%d", s->local_flag);
+    case METRICS_DECISION: return fprintf(f, "%s", selsync_decision_name(s->decision));
+    case METRICS_LAYERS_SYNCED: return fprintf(f, "%zu", s->layers_synced);
+    case METRICS_BYTES_SENT: return fprintf(f, "%" PRIu64, s->bytes_sent);
+    case METRICS_INJECT_BYTES: return fprintf(f, "%" PRIu64, s->inject_bytes);
+    case METRICS_T_COMPUTE: return fprintf(f, "%.9g", s->t_compute);
+    case METRICS_T_MEASURE: return fprintf(f, "%.9g", s->t_measure);
+    case METRICS_T_AGREE: return fprintf(f, "%.9g", s->t_agree);
+    case METRICS_T_TRANSFER: return fprintf(f, "%.9g", s->t_transfer);
+    case METRICS_DELTA: return fprintf(f, "%.9g", s->delta);
+    case METRICS_VIRTUAL_S: return fprintf(f, "%.6f", s->t_virtual);
+    case METRICS_COLUMNS: break;
+    }
+    return -1;
 }
 
 int metrics_line(const selsync_engine *e)
 {
     FILE *f = e->log;
     const selsync_step *s = &e->cur;
-    char change[32] = "inf";
-    if (!isinf(s->change)) snprintf(change, sizeof change, "%.9g", s->change);
-    return fprintf(f, "%" PRIu64 "\t%.9g\t%.9g\t%.9g\t%.9g\t%s\t%d\t%s\t%zu\t%" PRIu64 "\t%" PRIu64
-                   "\t%.9g\t%.9g\t%.9g\t%.9g",
-                   s->step, s->loss, s->learning_rate, s->grad_norm, s->smoothed, change, s->local_flag,
-                   selsync_decision_name(s->decision), s->layers_synced, s->bytes_sent,
-                   s->inject_bytes, s->t_compute, s->t_measure, s->t_agree, s->t_transfer) < 0 ||
-           (adaptive(e) && fprintf(f, "\t%.9g", s->delta) < 0) ||
-           (isnan(s->t_virtual) ? fputc('\n', f) : fprintf(f, "\t%.6f\n", s->t_virtual)) < 0 ||
-                   ((s->step + 1) % FLUSH_EVERY == 0 && fflush(f) != 0)
-               ? -1
-               : 0;
+    for (int k = 0; k < METRICS_COLUMNS; k++)
+        if (written(e, k) && ((k && fputc('\t', f) == EOF) || put_column(f, s, k) < 0)) return -1;
+    return fputc('\n', f) == EOF || ((s->step + 1) % FLUSH_EVERY == 0 && fflush(f) != 0) ? -1 : 0;
 }
 
 selsync_status metrics_failed(selsync_engine *e)
