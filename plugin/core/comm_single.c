@@ -76,6 +76,7 @@ static const char *single_last_error(void *ctx)
 }
 
 static const selsync_comm_ops single_ops = {
+    .version = SELSYNC_COMM_OPS_VERSION,
     .name = "single",
     .rank = single_rank,
     .size = single_size,

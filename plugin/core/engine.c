@@ -288,7 +288,11 @@ selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
     selsync_status st;
     double t0 = selsync_now();
 
-    if (!e || layer >= e->n_layers) return SELSYNC_EINVAL;
+    if (!e) return SELSYNC_EINVAL;
+    if (layer >= e->n_layers && e->broken) return SELSYNC_EINVAL; /* the first failure's message stays */
+    if (layer >= e->n_layers)
+        return EFAIL(e, SELSYNC_EINVAL, "[selsync] step %" PRIu64 ": selsync_layer_ready for layer %zu of %zu", e->step,
+                     layer, e->n_layers);
     if ((st = engine_check(e, 0)) != SELSYNC_OK || e->ssp_server || e->ssp) return st;
     if (!e->step_open) open_step(e);
     if (!e->overlapping || e->ready[layer]) return SELSYNC_OK;

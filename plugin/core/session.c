@@ -149,6 +149,10 @@ selsync_status selsync_session_create(const selsync_config *cfg, const selsync_c
     *out = NULL;
     if (!cfg || !comm || !comm->ops || !host)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] session: NULL argument");
+    if (comm->ops->version != SELSYNC_COMM_OPS_VERSION)
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] session: the communicator '%s' has a table of "
+                            "version %d; this core reads version %d", comm->ops->name ? comm->ops->name : "?",
+                            comm->ops->version, SELSYNC_COMM_OPS_VERSION);
     /* one process may still load any cfg (e.g. to evaluate); what needs
      * more ranks is checked when training starts */
     int world = selsync_comm_size(comm);
@@ -517,7 +521,8 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
         return FAIL(s, SELSYNC_ESTATE, "injection: the trainer did not report BATCH_REQUESTED before its loads");
     s->batches = s->requested - 1;
     int want = sends(s, s->batches - 1) ? sz->load : sz->own;
-    if (loaded != want) return FAIL(s, SELSYNC_EMISMATCH, "injection: the loader gave %d images, expected %d", loaded, want);
+    if (loaded != want) /* the host's loader broke its contract: not a disagreement between ranks */
+        return FAIL(s, SELSYNC_EINVAL, "injection: the loader gave %d images, expected %d", loaded, want);
     if (!(*full = malloc((size_t)batch * row_len * sizeof **full))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
     s->images_loaded += (uint64_t)loaded;
     s->loads++;

@@ -417,6 +417,7 @@ static selsync_status v_wait_sums(void *ctx)
 }
 
 static const selsync_comm_ops virtual_ops = {
+    .version = SELSYNC_COMM_OPS_VERSION,
     .name = "virtual time",
     .rank = v_rank,
     .size = v_size,

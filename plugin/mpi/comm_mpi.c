@@ -70,6 +70,7 @@ static void comm_mpi_step_begins(void *ctx, uint64_t step)
 }
 
 static const selsync_comm_ops mpi_ops = {
+    .version = SELSYNC_COMM_OPS_VERSION,
     .name = "mpi",
     .rank = comm_mpi_rank,
     .size = comm_mpi_size,

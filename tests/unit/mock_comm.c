@@ -183,15 +183,14 @@ static selsync_status m_wait_sums(void *ctx)
 }
 
 /* [no_among][async] */
+#define MOCK_OPS(among, start, wait)                                                                           \
+    {.version = SELSYNC_COMM_OPS_VERSION, .name = "mock", .rank = m_rank, .size = m_size, .any = m_any,       \
+     .sum_f32 = m_sum_f32, .sum_f32v = m_sum_f32v, .sum_f64 = m_sum_f64, .bcast = m_bcast,                     \
+     .bytes_sent = m_bytes_sent, .abort = m_abort, .send = m_send, .recv = m_recv, .last_error = m_last_error, \
+     .sum_f32v_among = among, .sum_f32v_start = start, .wait_sums = wait}
 static const selsync_comm_ops mock_ops[2][2] = {
-    {{"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
-      m_recv, m_last_error, NULL, m_sum_f32v_among, NULL, NULL},
-     {"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
-      m_recv, m_last_error, NULL, m_sum_f32v_among, m_sum_f32v_start, m_wait_sums}},
-    {{"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
-      m_recv, m_last_error, NULL, NULL, NULL, NULL},
-     {"mock", m_rank, m_size, m_any, m_sum_f32, m_sum_f32v, m_sum_f64, m_bcast, m_bytes_sent, m_abort, m_send,
-      m_recv, m_last_error, NULL, NULL, m_sum_f32v_start, m_wait_sums}},
+    {MOCK_OPS(m_sum_f32v_among, NULL, NULL), MOCK_OPS(m_sum_f32v_among, m_sum_f32v_start, m_wait_sums)},
+    {MOCK_OPS(NULL, NULL, NULL), MOCK_OPS(NULL, m_sum_f32v_start, m_wait_sums)},
 };
 
 void mock_init(mock_comm *m, int rank, int size)

@@ -758,12 +758,15 @@ static void test_overlap_failure(void **state)
     f->mock.fail_sum_call = 1;
     f->cfg.method = SELSYNC_METHOD_BSP;
     make(f);
+    assert_int_equal(selsync_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL); /* says why */
+    assert_contains(selsync_engine_error(f->e), "selsync_layer_ready for layer 4 of 4");
     for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
     assert_int_equal(f->mock.start_calls, 1);
     assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ECOMM);
     assert_contains(selsync_engine_error(f->e), "started during the backward pass");
     assert_int_equal(selsync_layer_ready(f->e, 0), SELSYNC_ECOMM);
     assert_int_equal(selsync_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL);
+    assert_contains(selsync_engine_error(f->e), "started during the backward pass"); /* the first failure's */
 }
 
 /* aggregate = params, overlap = 1: the average starts after the update,

@@ -376,6 +376,25 @@ static void test_plan_console_and_training_ranks(void **state)
     assert_false(plan.serve_only);
 }
 
+/* A communicator whose table has another layout is refused by name. */
+static void test_comm_table_of_another_version(void **state)
+{
+    fx *f = *state;
+    mock_comm m;
+    char err[512];
+    selsync_session *s = NULL;
+    selsync_host host = {f, score, save_model};
+    mock_init(&m, 0, 1);
+    selsync_comm c = mock_as_comm(&m);
+    selsync_comm_ops old = *c.ops;
+    old.version = SELSYNC_COMM_OPS_VERSION - 1;
+    c.ops = &old;
+    assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
+    assert_int_equal(selsync_session_create(&f->cfg, &c, &host, &s, err, sizeof err), SELSYNC_EINVAL);
+    assert_null(s);
+    assert_non_null(strstr(err, "the communicator 'mock' has a table of version 0; this core reads version 1"));
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
@@ -389,6 +408,7 @@ int main(void)
         T(test_load_errors),
         T(test_ssp_server_plan),
         T(test_plan_console_and_training_ranks),
+        T(test_comm_table_of_another_version),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -26,7 +26,13 @@ typedef struct selsync_segment {
     size_t count;
 } selsync_segment;
 
+/* The layout of selsync_comm_ops this core reads; a table of another
+ * version is refused (selsync_session_create). Raise it when a member is
+ * added, removed or changes meaning. */
+#define SELSYNC_COMM_OPS_VERSION 1
+
 typedef struct selsync_comm_ops {
+    int version;                /* SELSYNC_COMM_OPS_VERSION */
     const char *name;
     int (*rank)(void *ctx);
     int (*size)(void *ctx);
