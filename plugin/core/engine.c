@@ -8,7 +8,7 @@
  * - The step record's norm, smoothed value and change are the whole model's
  *   (an extra tracker with granularity = layer); its local_flag is this
  *   rank's OR of the group flags before agreement, for every method.
- * - SSP (selsync/ssp.h): rank 0 only serves (selsync_serve); a worker pulls
+ * - SSP (selsync/ssp.h): rank 0 only serves (selsync_engine_serve); a worker pulls
  *   the initial model at create and, instead of a transfer, pushes its
  *   update and pulls the global model after every step: t_agree is the
  *   time the server held the pull for the staleness bound, t_transfer the
@@ -94,7 +94,7 @@ static selsync_status ssp_exchange(selsync_engine *e, double *agree, double *xfe
     return SELSYNC_OK;
 }
 
-selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_model *model,
+selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_comm *comm, const selsync_model *model,
                               selsync_engine **out, char *err, size_t errlen)
 {
     const selsync_comm_ops *ops = comm ? comm->ops : NULL;
@@ -105,7 +105,7 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
     if (err && errlen) err[0] = '\0';
     if (out) *out = NULL;
     if (!cfg || !comm || !model || !out)
-        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_create: NULL argument");
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] selsync_engine_create: NULL argument");
     if (!ops || !ops->rank || !ops->size || !ops->any || !ops->sum_f32 || !ops->sum_f32v || !ops->bytes_sent)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator lacks an operation the engine needs");
     if ((st = check_cfg(cfg, err, errlen)) != SELSYNC_OK) return st;
@@ -189,11 +189,11 @@ selsync_status selsync_create(const selsync_config *cfg, const selsync_comm *com
 nomem:
     st = selsync_fail(err, errlen, SELSYNC_ENOMEM, "[selsync] out of memory creating the engine");
 fail:
-    selsync_destroy(e);
+    selsync_engine_destroy(e);
     return st;
 }
 
-void selsync_destroy(selsync_engine *e)
+void selsync_engine_destroy(selsync_engine *e)
 {
     if (!e) return;
     if (e->late_pending) e->comm.ops->wait_sums(e->comm.ctx); /* its buffer is freed below */
@@ -250,7 +250,7 @@ static void discard_own_step(selsync_engine *e)
     engine_keep_stats(e, 0);
 }
 
-/* The step begins (at its first selsync_layer_ready, else at
+/* The step begins (at its first selsync_engine_layer_ready, else at
  * before_update): whether its buckets overlap the backward pass, decided
  * from what is known before it (engine_aggregate.c); the step's byte count
  * starts and the transport learns the step. */
@@ -278,12 +278,12 @@ selsync_status engine_check(selsync_engine *e, int in_step)
     if (e->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
     if (e->in_step != in_step)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": %s", e->step,
-                     in_step ? "selsync_after_update without a preceding selsync_before_update"
-                             : "selsync_before_update or selsync_finish in the middle of a step");
+                     in_step ? "selsync_engine_after_update without a preceding selsync_engine_before_update"
+                             : "selsync_engine_before_update or selsync_engine_finish in the middle of a step");
     return SELSYNC_OK;
 }
 
-selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
+selsync_status selsync_engine_layer_ready(selsync_engine *e, size_t layer)
 {
     selsync_status st;
     double t0 = selsync_now();
@@ -291,8 +291,8 @@ selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
     if (!e) return SELSYNC_EINVAL;
     if (layer >= e->n_layers && e->broken) return SELSYNC_EINVAL; /* the first failure's message stays */
     if (layer >= e->n_layers)
-        return EFAIL(e, SELSYNC_EINVAL, "[selsync] step %" PRIu64 ": selsync_layer_ready for layer %zu of %zu", e->step,
-                     layer, e->n_layers);
+        return EFAIL(e, SELSYNC_EINVAL, "[selsync] step %" PRIu64 ": selsync_engine_layer_ready for layer %zu of %zu",
+                     e->step, layer, e->n_layers);
     if ((st = engine_check(e, 0)) != SELSYNC_OK || e->ssp_server || e->ssp) return st;
     if (!e->step_open) open_step(e);
     if (!e->overlapping || e->ready[layer]) return SELSYNC_OK;
@@ -304,7 +304,7 @@ selsync_status selsync_layer_ready(selsync_engine *e, size_t layer)
     return st;
 }
 
-selsync_status selsync_before_update(selsync_engine *e, double loss, double learning_rate)
+selsync_status selsync_engine_before_update(selsync_engine *e, double loss, double learning_rate)
 {
     selsync_status st;
     double t0 = selsync_now();
@@ -341,7 +341,7 @@ selsync_status selsync_before_update(selsync_engine *e, double loss, double lear
     return SELSYNC_OK;
 }
 
-selsync_status selsync_after_update(selsync_engine *e)
+selsync_status selsync_engine_after_update(selsync_engine *e)
 {
     selsync_status st;
     int bad_log = 0;
@@ -354,8 +354,9 @@ selsync_status selsync_after_update(selsync_engine *e)
     e->in_step = 0;
     e->step_open = 0;
     if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
-        (st = engine_averages_late(e) ? engine_start_late(e)
-                               : engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+        (st = engine_averages_late(e)
+                  ? engine_start_late(e)
+                  : engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
@@ -392,13 +393,14 @@ selsync_status selsync_after_update(selsync_engine *e)
 /* One average of every param (STAT ones when sync_bn_stats); its bytes and
  * time go into the totals, not into a step. SSP: a worker tells the server
  * it is done; the server has nothing left to do. */
-selsync_status selsync_finish(selsync_engine *e)
+selsync_status selsync_engine_finish(selsync_engine *e)
 {
     selsync_status st;
     uint64_t b0;
 
     if (!e) return SELSYNC_EINVAL;
-    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK) return st;
+    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK)
+        return st;
     e->tot.bytes_sent += e->late_carry;
     e->late_carry = 0;
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
@@ -415,7 +417,7 @@ selsync_status selsync_finish(selsync_engine *e)
     return SELSYNC_OK;
 }
 
-selsync_status selsync_serve(selsync_engine *e, FILE *trace, selsync_ssp_stats *stats)
+selsync_status selsync_engine_serve(selsync_engine *e, FILE *trace, selsync_ssp_stats *stats)
 {
     selsync_ssp_stats s;
     selsync_model m;
@@ -425,7 +427,7 @@ selsync_status selsync_serve(selsync_engine *e, FILE *trace, selsync_ssp_stats *
     if (!e) return SELSYNC_EINVAL;
     if (e->broken) return SELSYNC_ECOMM;
     if (!e->ssp_server || e->served)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_serve: only rank 0 with method = ssp serves, once");
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_engine_serve: only rank 0 with method = ssp serves, once");
     e->served = 1;
     m = (selsync_model){e->t, e->nt, e->n_layers, 0, 0};
     st = selsync_ssp_serve(&e->cfg, &e->comm, &m, trace, &s, e->err, sizeof e->err);
@@ -436,7 +438,7 @@ selsync_status selsync_serve(selsync_engine *e, FILE *trace, selsync_ssp_stats *
     return st;
 }
 
-void selsync_note_injection(selsync_engine *e, uint64_t bytes)
+void selsync_engine_note_injection(selsync_engine *e, uint64_t bytes)
 {
     if (!e) return;
     e->inject_next += bytes;
@@ -445,7 +447,7 @@ void selsync_note_injection(selsync_engine *e, uint64_t bytes)
 
 /* ---- evaluation, checkpoints ---- */
 
-const float *selsync_consensus(selsync_engine *e)
+const float *selsync_engine_consensus(selsync_engine *e)
 {
     selsync_status st;
     size_t n = 0;
@@ -469,7 +471,7 @@ const float *selsync_consensus(selsync_engine *e)
     return e->mean;
 }
 
-void selsync_exclude_time(selsync_engine *e)
+void selsync_engine_exclude_time(selsync_engine *e)
 {
     if (!e) return;
     double now = selsync_now();
@@ -477,7 +479,7 @@ void selsync_exclude_time(selsync_engine *e)
     e->t_mark = now;
 }
 
-double selsync_train_seconds(const selsync_engine *e)
+double selsync_engine_train_seconds(const selsync_engine *e)
 {
     return e ? e->t_mark - e->t_start - e->tot.t_excluded : 0.0;
 }
@@ -489,14 +491,14 @@ const char *selsync_decision_name(selsync_decision d)
 
 /* ---- queries ---- */
 
-const selsync_step *selsync_last_step(const selsync_engine *e)
+const selsync_step *selsync_engine_last_step(const selsync_engine *e)
 {
     return e && e->has_last ? &e->last : NULL;
 }
 
 uint64_t selsync_engine_steps(const selsync_engine *e) { return e ? e->step : 0; }
 
-void selsync_get_totals(const selsync_engine *e, selsync_totals *out)
+void selsync_engine_get_totals(const selsync_engine *e, selsync_totals *out)
 {
     if (!out) return;
     memset(out, 0, sizeof *out);

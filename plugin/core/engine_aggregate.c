@@ -16,7 +16,7 @@
  * - Overlap (overlap = 1, a communicator with sum_f32v_start). On a step
  *   known before its backward pass to average every layer (bsp; selsync in
  *   its warm-up or after max_local local steps), the host reports each
- *   layer whose gradient is final (selsync_layer_ready): the engine measures
+ *   layer whose gradient is final (selsync_engine_layer_ready): the engine measures
  *   that layer's tensors then and starts every bucket whose layers are all
  *   ready, in bucket order; before_update starts the rest and waits. The
  *   metrics' t_transfer is then the exposed part: the time before_update
@@ -31,13 +31,13 @@
  *   update), a STAT tensor the average plus what that step's forward passes
  *   added. So the average arrives one step late, under that step's own
  *   update; replicas are equal to the update after every average and after
- *   selsync_finish. Its bytes and waiting go into the next step's record;
+ *   selsync_engine_finish. Its bytes and waiting go into the next step's record;
  *   consensus, snapshot and finish apply a pending average first.
  * - Accounting. bsp_bytes = steps x (payload bytes of a full synchronisation)
  *   x r, where r = bytes the communicator reported per payload byte in the
  *   largest transfer over all ranks so far (a members-only sum is not one):
  *   exact once a full synchronisation has happened (a warm-up step, or
- *   selsync_finish for local and fedavg); before any transfer r is
+ *   selsync_engine_finish for local and fedavg); before any transfer r is
  *   2(N-1)/N, a ring all-reduce. */
 
 #include <inttypes.h>

@@ -42,7 +42,7 @@ static double sq_double(const float *g, const float *snap, size_t j, size_t end)
 }
 
 /* Tensor i's squared norm of this step's own gradient and whether its
- * params are finite, once per step (selsync_layer_ready takes them before
+ * params are finite, once per step (selsync_engine_layer_ready takes them before
  * the layer's bucket is summed). One pass over grad, snapshot and params:
  * LANES independent float sums over a block of BLOCK elements, so that the
  * compiler vectorises the loop (a lane adds BLOCK / LANES squares: about

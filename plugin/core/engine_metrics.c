@@ -2,7 +2,7 @@
  * "# eval" rows (see engine_state.h).
  *
  * The header line is written just before the first step's
- * line (or at finish/destroy if no step ran), so that selsync_log_note's
+ * line (or at finish/destroy if no step ran), so that selsync_engine_log_note's
  * "# " lines can precede it. Injection bytes the host notes wait in
  * inject_next for the coming step's record. */
 
@@ -120,12 +120,13 @@ selsync_status metrics_failed(selsync_engine *e)
 }
 
 /* One "# " line per line of text; a final newline ends the last line. */
-selsync_status selsync_log_note(selsync_engine *e, const char *text)
+selsync_status selsync_engine_log_note(selsync_engine *e, const char *text)
 {
     if (!e || !text) return SELSYNC_EINVAL;
     if (!e->cfg.log[0]) return SELSYNC_OK;
     if (e->in_step)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_log_note in the middle of a step", e->step);
+        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": selsync_engine_log_note in the middle of a step",
+                     e->step);
     if (!log_file(e)) return metrics_failed(e);
     for (const char *p = text; *p;) {
         size_t n = strcspn(p, "\n");
@@ -136,7 +137,7 @@ selsync_status selsync_log_note(selsync_engine *e, const char *text)
     return SELSYNC_OK;
 }
 
-selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double score, double eval_s)
+selsync_status selsync_engine_log_eval(selsync_engine *e, const char *metric, double score, double eval_s)
 {
     if (!e || !metric) return SELSYNC_EINVAL;
     if (!e->cfg.log[0]) return SELSYNC_OK;
@@ -146,7 +147,7 @@ selsync_status selsync_log_eval(selsync_engine *e, const char *metric, double sc
     if (selsync_virtual_clock(&e->comm, &vc)) snprintf(virt, sizeof virt, "\tvirtual_s=%.3f", vc.now);
     if (metrics_header(e) != 0 ||
         fprintf(e->log, "# eval\tstep=%" PRIu64 "\twall_s=%.3f\ttrain_s=%.3f%s\t%s=%.6f\teval_s=%.3f\n", e->step,
-                wall, selsync_train_seconds(e), virt, metric, score, eval_s) < 0 ||
+                wall, selsync_engine_train_seconds(e), virt, metric, score, eval_s) < 0 ||
         fflush(e->log) != 0)
         return metrics_failed(e);
     return SELSYNC_OK;

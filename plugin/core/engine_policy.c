@@ -106,7 +106,7 @@ selsync_status policy_decide(selsync_engine *e, int bad)
     case SELSYNC_METHOD_FEDAVG:
         if ((e->step + 1) % (uint64_t)e->cfg.fedavg_interval == 0) { all = 1; k = fedavg_members(e); }
         break;
-    default: break; /* local: only selsync_finish averages */
+    default: break; /* local: only selsync_engine_finish averages */
     }
     if (all) memset(e->chosen, 1, e->n_layers);
     if (skip && all) { /* agree on the non-finite flag alone */

@@ -19,7 +19,7 @@ typedef struct snapshot_head {
 
 static const char snapshot_magic[8] = "SSENG04";
 
-size_t selsync_snapshot_size(const selsync_engine *e)
+size_t selsync_engine_snapshot_size(const selsync_engine *e)
 {
     if (!e) return 0;
     return sizeof(snapshot_head) + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
@@ -42,7 +42,7 @@ static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) field(pos, e->t[i].grad, e->t[i].count * sizeof(float), out);
 }
 
-selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
+selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
 {
     selsync_status st;
     double t_late = 0; /* checkpoint time, outside the totals */
@@ -50,9 +50,9 @@ selsync_status selsync_snapshot(selsync_engine *e, void *buf, size_t len)
     if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &t_late)) != SELSYNC_OK) return st;
     e->tot.bytes_sent += e->late_carry; /* so that a restored run counts them alike */
     e->late_carry = 0;
-    if (len != selsync_snapshot_size(e))
+    if (len != selsync_engine_snapshot_size(e))
         return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
-                     selsync_snapshot_size(e));
+                     selsync_engine_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
                        e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot};
     uint8_t *pos = buf;
@@ -115,13 +115,14 @@ static int printable_tag(const char tag[8])
     return tag[7] == '\0';
 }
 
-selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
+selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t len)
 {
     snapshot_head h;
     uint8_t *pos = (uint8_t *)buf;
     if (!e || !buf) return SELSYNC_EINVAL;
     if (e->step > 0 || e->in_step || e->has_last || e->header_done || e->ssp || e->ssp_server)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] selsync_restore: only before the first step, and not with ssp");
+        return EFAIL(e, SELSYNC_ESTATE,
+                     "[selsync] selsync_engine_restore: only before the first step, and not with ssp");
     if (len < sizeof h)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is truncated (%zu bytes)", len);
     field(&pos, &h, sizeof h, 0);
@@ -129,12 +130,12 @@ selsync_status selsync_restore(selsync_engine *e, const void *buf, size_t len)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is in format '%.7s', written by another "
                      "version of this program; this one reads '%s' (resume with the version that wrote it)",
                      printable_tag(h.magic) ? h.magic : "unknown", snapshot_magic);
-    if (len != selsync_snapshot_size(e) ||
+    if (len != selsync_engine_snapshot_size(e) ||
         h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
         h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
                      "another [selsync] window or granularity (%zu bytes; this run needs %zu)", len,
-                     selsync_snapshot_size(e));
+                     selsync_engine_snapshot_size(e));
     const char *bad = restored_fields_invalid(e, &h, pos);
     if (bad)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is damaged: %s", bad);

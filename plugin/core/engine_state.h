@@ -47,7 +47,7 @@ struct selsync_engine {
     uint8_t *tbad;               /* per tensor: a param not finite */
     uint8_t *measured;           /* per tensor: tsq and tbad taken this step */
     size_t *snap_off;            /* per tensor: where its residual is in snap */
-    uint8_t *ready;              /* per layer: reported by selsync_layer_ready this step */
+    uint8_t *ready;              /* per layer: reported by selsync_engine_layer_ready this step */
     int step_open;               /* the step has begun (layer_ready or before_update) */
     int overlapping;             /* this step's buckets are started during the backward pass */
     size_t bucket_pos;           /* tensors [0, bucket_pos) are not in a summed bucket yet */
@@ -62,13 +62,13 @@ struct selsync_engine {
     selsync_segment late_seg;    /* the one segment summed */
     int late_pending;            /* started, not yet applied */
     uint64_t late_carry;         /* its bytes, when applied between two steps */
-    float *mean;                 /* selsync_consensus: n_params, allocated on first use */
+    float *mean;                 /* selsync_engine_consensus: n_params, allocated on first use */
     int resumed;                 /* restored: the metrics file is appended to */
     selsync_step cur, last;
     int has_last;
     selsync_totals tot;
     selsync_ssp_worker *ssp;     /* method ssp on a worker */
-    int ssp_server, served;      /* method ssp on rank 0; selsync_serve ran */
+    int ssp_server, served;      /* method ssp on rank 0; selsync_engine_serve ran */
     FILE *log;
     char log_path[SELSYNC_PATH_MAX * 6];
     char err[512];
@@ -78,7 +78,7 @@ struct selsync_engine {
 
 /* Steps and counters a run can reach, and a restored state may hold:
  * below 2^53, so that every figure derived from them stays exact and in
- * range. A run stops with an error at the last one (selsync_after_update),
+ * range. A run stops with an error at the last one (selsync_engine_after_update),
  * so every state it writes can be restored. */
 #define MAX_RESTORED_COUNT (1ULL << 53)
 

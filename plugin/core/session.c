@@ -344,7 +344,7 @@ static selsync_status resume(selsync_session *s)
     const uint8_t *p = s->resume;
     uint64_t next;
     if (!p) return SELSYNC_OK;
-    size_t per_rank = sizeof next + selsync_snapshot_size(s->engine);
+    size_t per_rank = sizeof next + selsync_engine_snapshot_size(s->engine);
     if (s->resume_len < sizeof h) goto mismatch;
     memcpy(&h, p, sizeof h);
     if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0) goto mismatch;
@@ -354,7 +354,7 @@ static selsync_status resume(selsync_session *s)
     if (h.per_rank != per_rank || s->resume_len != sizeof h + (size_t)h.world * per_rank) goto mismatch;
     p += sizeof h + (size_t)s->rank * per_rank;
     memcpy(&next, p, sizeof next);
-    if (selsync_restore(s->engine, p + sizeof next, per_rank - sizeof next))
+    if (selsync_engine_restore(s->engine, p + sizeof next, per_rank - sizeof next))
         return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
     s->next_sample = s->trained_sample = (size_t)next;
     s->batches = h.batches;
@@ -371,7 +371,7 @@ mismatch:
  * as training time does. */
 static selsync_status start_engine(selsync_session *s)
 {
-    selsync_status st = selsync_create(&s->cfg, &s->comm, &s->model, &s->engine, s->err, sizeof s->err);
+    selsync_status st = selsync_engine_create(&s->cfg, &s->comm, &s->model, &s->engine, s->err, sizeof s->err);
     if (!st) st = resume(s);
     if (!st) selsync_virtual_hold(&s->comm, 0);
     return st;
@@ -399,7 +399,7 @@ static selsync_status report_partition(selsync_session *s, const selsync_data *d
                     ? snprintf(line + len, sizeof line - len, " none:%zu", hist[r * cols + c])
                     : snprintf(line + len, sizeof line - len, " %zu:%zu", c, hist[r * cols + c]));
         if (s->rank == 0) say(s, "%s", line);
-        if ((st = selsync_log_note(s->engine, line))) st = engine_failed(s, st);
+        if ((st = selsync_engine_log_note(s->engine, line))) st = engine_failed(s, st);
     }
     free(hist);
     return st;
@@ -444,7 +444,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                     "order).")))
         return st;
     if (!s->engine && (st = start_engine(s))) return st;
-    if (d->note && (st = selsync_log_note(s->engine, d->note))) return engine_failed(s, st);
+    if (d->note && (st = selsync_engine_log_note(s->engine, d->note))) return engine_failed(s, st);
     if (s->cfg.eval_every > 0) {
         s->metric = d->metric;
         s->heldout = d->heldout;
@@ -531,7 +531,7 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
         *full = NULL;
         return comm_failed(s, st, "injection");
     }
-    selsync_note_injection(s->engine, bytes);
+    selsync_engine_note_injection(s->engine, bytes);
     *full_rows = batch;
     return SELSYNC_OK;
 }
@@ -540,7 +540,7 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
 
 selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer)
 {
-    selsync_status st = s->engine ? selsync_layer_ready(s->engine, layer) : SELSYNC_OK;
+    selsync_status st = s->engine ? selsync_engine_layer_ready(s->engine, layer) : SELSYNC_OK;
     return st ? engine_failed(s, st) : SELSYNC_OK;
 }
 
@@ -551,7 +551,7 @@ selsync_status selsync_session_before_update(selsync_session *s, double loss, do
         return FAIL(s, SELSYNC_ESTATE, "%s: [selsync] method = ssp needs a trainer that reports TRAIN_BEGIN "
                     "(classifier train, detector train)", s->cfg.file);
     if (!s->engine && (st = start_engine(s))) return st;
-    st = selsync_before_update(s->engine, loss, learning_rate);
+    st = selsync_engine_before_update(s->engine, loss, learning_rate);
     return st ? engine_failed(s, st) : SELSYNC_OK;
 }
 
@@ -581,9 +581,9 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
     say(s, "step %llu: %s %.4f on %zu held-out images (%.2f s, not counted as training)",
         (unsigned long long)selsync_session_steps(s), what, score, s->heldout, took);
     if (s->chart)
-        selsync_chart_add_eval(s->chart, selsync_session_steps(s), selsync_train_seconds(s->engine), s->metric,
+        selsync_chart_add_eval(s->chart, selsync_session_steps(s), selsync_engine_train_seconds(s->engine), s->metric,
                                score);
-    selsync_status st = selsync_log_eval(s->engine, s->metric, score, took);
+    selsync_status st = selsync_engine_log_eval(s->engine, s->metric, score, took);
     return st ? engine_failed(s, st) : SELSYNC_OK;
 }
 
@@ -591,7 +591,7 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
  * start): neither training time nor the virtual clock counts it. */
 static void training_resumes(selsync_session *s)
 {
-    selsync_exclude_time(s->engine);
+    selsync_engine_exclude_time(s->engine);
     selsync_virtual_hold(&s->comm, 0);
 }
 
@@ -601,7 +601,7 @@ static selsync_status evaluate(selsync_session *s, uint64_t steps)
 {
     selsync_status st = SELSYNC_OK;
     selsync_virtual_hold(&s->comm, 1);
-    const float *mean = selsync_consensus(s->engine);
+    const float *mean = selsync_engine_consensus(s->engine);
     uint8_t done = 1;
     if (!mean) return engine_failed(s, SELSYNC_ECOMM);
     if (s->rank == 0) st = record_evaluation(s, mean);
@@ -619,7 +619,7 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
     const selsync_comm_ops *ops = s->comm.ops;
     double t0 = selsync_now();
     char tmp[4200];
-    size_t per_rank = sizeof(uint64_t) + selsync_snapshot_size(s->engine);
+    size_t per_rank = sizeof(uint64_t) + selsync_engine_snapshot_size(s->engine);
     size_t len = sizeof(checkpoint_head) + (s->rank == 0 ? (size_t)s->world : 1) * per_rank;
     uint8_t *buf = malloc(len), *mine = buf + sizeof(checkpoint_head), done = 1;
     uint64_t next = s->trained_sample;
@@ -627,7 +627,7 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
     if (!buf) return FAIL(s, SELSYNC_ENOMEM, "out of memory for a checkpoint");
     selsync_virtual_hold(&s->comm, 1);
     memcpy(mine, &next, sizeof next);
-    if ((st = selsync_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next))) {
+    if ((st = selsync_engine_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next))) {
         st = engine_failed(s, st);
     } else if (s->rank != 0) {
         if ((st = ops->send(s->comm.ctx, 0, 0, mine, per_rank))) st = comm_failed(s, st, "checkpoint");
@@ -658,13 +658,13 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
 selsync_status selsync_session_after_update(selsync_session *s)
 {
     selsync_status st;
-    if ((st = selsync_after_update(s->engine))) return engine_failed(s, st);
+    if ((st = selsync_engine_after_update(s->engine))) return engine_failed(s, st);
     uint64_t steps = selsync_session_steps(s);
     if (s->chart) {
-        const selsync_step *x = selsync_last_step(s->engine);
+        const selsync_step *x = selsync_engine_last_step(s->engine);
         selsync_totals t;
-        selsync_get_totals(s->engine, &t);
-        selsync_chart_add_step(s->chart, x->step, selsync_train_seconds(s->engine), x->loss,
+        selsync_engine_get_totals(s->engine, &t);
+        selsync_chart_add_step(s->chart, x->step, selsync_engine_train_seconds(s->engine), x->loss,
                                x->decision == SELSYNC_SYNC_STEP, t.bytes_sent);
     }
     if (s->cfg.checkpoint_every > 0 && steps % (uint64_t)s->cfg.checkpoint_every == 0 &&
@@ -695,7 +695,7 @@ static selsync_status summary(selsync_session *s, FILE *out)
     selsync_vclock vc = {0};
     char ratio[48];
     int virtual = selsync_virtual_clock(&s->comm, &vc);
-    selsync_get_totals(s->engine, &t);
+    selsync_engine_get_totals(s->engine, &t);
     double v[14] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
                     t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes,
                     (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network};
@@ -756,11 +756,11 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
         if (path && *path && !trace) return FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: cannot write it", path);
         say(s, "ssp: rank 0 serves %d workers (ranks 1-%d), staleness bound %d", s->world - 1, s->world - 1,
             s->cfg.ssp_staleness);
-        if ((st = selsync_serve(s->engine, trace, &s->served))) st = engine_failed(s, st);
+        if ((st = selsync_engine_serve(s->engine, trace, &s->served))) st = engine_failed(s, st);
         if (trace && fclose(trace) && !st) st = FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: write failed", path);
         if (st) return st;
     }
-    if (selsync_finish(s->engine))
+    if (selsync_engine_finish(s->engine))
         return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
     selsync_virtual_hold(&s->comm, 1); /* training ends with the final average */
     uint64_t steps = selsync_session_steps(s);
@@ -775,12 +775,12 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
 
 void selsync_session_describe_step(const selsync_session *s, char *buf, size_t len)
 {
-    const selsync_step *x = s->engine ? selsync_last_step(s->engine) : NULL;
+    const selsync_step *x = s->engine ? selsync_engine_last_step(s->engine) : NULL;
     selsync_totals t;
     if (!len) return;
     buf[0] = '\0';
     if (!x || s->rank != s->ssp) return; /* the console: rank 0, or with ssp the first worker */
-    selsync_get_totals(s->engine, &t);
+    selsync_engine_get_totals(s->engine, &t);
     if (s->ssp) {
         snprintf(buf, len, " | ssp, blocked %.3f s (%.2f s in all)", x->t_agree, t.t_agree);
         return;
@@ -806,7 +806,7 @@ void selsync_session_destroy(selsync_session *s)
 {
     if (!s) return;
     selsync_chart_destroy(s->chart);
-    selsync_destroy(s->engine);
+    selsync_engine_destroy(s->engine);
     free(s->order);
     free(s->senders);
     free(s->resume);

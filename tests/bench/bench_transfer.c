@@ -3,7 +3,7 @@
  *   ours   the MPI transport's sum_f32 (reduce-scatter + allgather, bitwise
  *          identical on all ranks; default ring implementation);
  *   fused  the engine's synchronisation as a training step pays for it:
- *          selsync_after_update of an engine (method = bsp, aggregate =
+ *          selsync_engine_after_update of an engine (method = bsp, aggregate =
  *          params) over FUSED_LAYERS synthetic layers whose parameters total
  *          the payload, i.e. one sum_f32v over the tensors in place (the
  *          ring, scaled by 1/N);
@@ -12,7 +12,7 @@
  * Per payload (default 1, 8 and 32 MiB): WARMUP untimed calls of each, then
  * REPS timed repetitions (default 20), interleaved and rotating which goes
  * first, each call between barriers, its time the slowest rank's (the
- * engine's selsync_before_update, which measures the gradient, runs before
+ * engine's selsync_engine_before_update, which measures the gradient, runs before
  * the barrier, untimed). Rank 0 prints median ms per call, algorithm
  * throughput of ours and bare (payload bytes / time), the throughput ratios
  * ours/bare and fused/bare (>= 0.90 is the goal), minor page faults per
@@ -100,7 +100,7 @@ static void *xmalloc(size_t bytes)
     return p;
 }
 
-/* The engine whose selsync_after_update is timed: FUSED_LAYERS trained
+/* The engine whose selsync_engine_after_update is timed: FUSED_LAYERS trained
  * tensors, views into param[0 .. n) in order (adjacent, but separate
  * tensors to the engine), with zero grads (grad, n floats, owned by the
  * caller); every step synchronises all parameters. Exits the job on
@@ -121,17 +121,17 @@ static selsync_engine *fused_engine(const selsync_comm *c, float *param, float *
     if (selsync_config_set(&cfg, "method", "bsp", 1, err, sizeof err) != SELSYNC_OK ||
         selsync_config_set(&cfg, "aggregate", "params", 2, err, sizeof err) != SELSYNC_OK ||
         selsync_config_finish(&cfg, err, sizeof err) != SELSYNC_OK ||
-        selsync_create(&cfg, c, &m, &e, err, sizeof err) != SELSYNC_OK) {
+        selsync_engine_create(&cfg, c, &m, &e, err, sizeof err) != SELSYNC_OK) {
         fprintf(stderr, "bench_transfer: engine: %s\n", err);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
     return e;
 }
 
-/* One untimed selsync_before_update; the job ends on failure. */
+/* One untimed selsync_engine_before_update; the job ends on failure. */
 static void fused_prepare(selsync_engine *e)
 {
-    if (selsync_before_update(e, 1.0, 0.1) != SELSYNC_OK) {
+    if (selsync_engine_before_update(e, 1.0, 0.1) != SELSYNC_OK) {
         fprintf(stderr, "bench_transfer: %s\n", selsync_engine_error(e));
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
                 if (j == BARE) {
                     MPI_Allreduce(MPI_IN_PLACE, buf[j], (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
                 } else if (j == FUSED) {
-                    if (selsync_after_update(e) != SELSYNC_OK) status = 1;
+                    if (selsync_engine_after_update(e) != SELSYNC_OK) status = 1;
                 } else {
                     selsync_mpi_set_sum_algorithm(j == OURS ? SELSYNC_MPI_SUM_RING : SELSYNC_MPI_SUM_RSB);
                     if (c.ops->sum_f32(c.ctx, buf[j], n) != SELSYNC_OK) status = 1;
@@ -242,7 +242,7 @@ int main(int argc, char **argv)
                    ours_ok ? "" : "  (ours NOT identical or fused NOT ours/N: bug)");
             fflush(stdout);
         }
-        selsync_destroy(e);
+        selsync_engine_destroy(e);
         free(grad);
         for (int j = 0; j < N_OPS; ++j) free(buf[j]);
     }

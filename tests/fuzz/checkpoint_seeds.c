@@ -34,9 +34,9 @@ int main(int argc, char **argv)
                 fprintf(stderr, "step %d: %s\n", k, selsync_engine_error(m.e));
                 return EXIT_FAILURE;
             }
-        size_t len = selsync_snapshot_size(m.e);
+        size_t len = selsync_engine_snapshot_size(m.e);
         void *state = malloc(len);
-        if (!state || selsync_snapshot(m.e, state, len) != SELSYNC_OK) {
+        if (!state || selsync_engine_snapshot(m.e, state, len) != SELSYNC_OK) {
             fprintf(stderr, "snapshot: %s\n", selsync_engine_error(m.e));
             return EXIT_FAILURE;
         }
@@ -50,7 +50,7 @@ int main(int argc, char **argv)
             return EXIT_FAILURE;
         }
         free(state);
-        selsync_destroy(m.e);
+        selsync_engine_destroy(m.e);
     }
     snprintf(path, sizeof path, "%s/plain", argv[1]);
     write_file(path, m.param, sizeof m.param);

@@ -2,7 +2,7 @@
  * file (selsync_checkpoint_read on an in-memory file) and its state, if
  * any, restored into every engine of fuzz_engine_model.h; the input itself
  * is also restored as a snapshot (a checkpoint's checksum would keep most
- * mutated states from reaching selsync_restore). A restored engine runs two
+ * mutated states from reaching selsync_engine_restore). A restored engine runs two
  * steps and the final average, so that hostile restored values are used. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,15 +17,15 @@ static void restore_into_all(const void *state, size_t len)
     static fuzz_engine_model m;
     for (int shape = 0; shape < FUZZ_SHAPES; shape++) {
         fuzz_engine_model_create(&m, shape);
-        selsync_status st = selsync_restore(m.e, state, len);
+        selsync_status st = selsync_engine_restore(m.e, state, len);
         if (st == SELSYNC_OK) {
-            CHECK(selsync_snapshot_size(m.e) == len);
+            CHECK(selsync_engine_snapshot_size(m.e) == len);
             for (int k = 0; k < 2 && st == SELSYNC_OK; k++) st = fuzz_engine_model_step(&m, k);
-            if (st == SELSYNC_OK) selsync_finish(m.e);
+            if (st == SELSYNC_OK) selsync_engine_finish(m.e);
         } else {
             CHECK(selsync_engine_error(m.e)[0] != '\0');
         }
-        selsync_destroy(m.e);
+        selsync_engine_destroy(m.e);
     }
 }
 

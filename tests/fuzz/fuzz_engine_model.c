@@ -29,7 +29,7 @@ void fuzz_engine_model_create(fuzz_engine_model *m, int shape)
         if (selsync_config_set(&m->cfg, keys[i][0], keys[i][1], i + 2, m->err, sizeof m->err) != SELSYNC_OK)
             goto failed;
     if (selsync_config_finish(&m->cfg, m->err, sizeof m->err) != SELSYNC_OK ||
-        selsync_create(&m->cfg, &m->comm, &m->model, &m->e, m->err, sizeof m->err) != SELSYNC_OK)
+        selsync_engine_create(&m->cfg, &m->comm, &m->model, &m->e, m->err, sizeof m->err) != SELSYNC_OK)
         goto failed;
     return;
 failed:
@@ -40,11 +40,11 @@ failed:
 selsync_status fuzz_engine_model_step(fuzz_engine_model *m, int k)
 {
     for (int i = 0; i < FUZZ_PARAMS; i++) m->grad[i] = (float)((i * 7 + k * 3) % 5) - 2.0f;
-    selsync_status st = selsync_before_update(m->e, 1.0 / (k + 1), 0.1);
+    selsync_status st = selsync_engine_before_update(m->e, 1.0 / (k + 1), 0.1);
     if (st != SELSYNC_OK) return st;
     for (int i = 0; i < FUZZ_PARAMS; i++) {
         m->param[i] -= 0.1f * m->grad[i];
         if (m->model.grad_keeps_residual) m->grad[i] *= 0.9f;
     }
-    return selsync_after_update(m->e);
+    return selsync_engine_after_update(m->e);
 }

@@ -27,8 +27,8 @@ typedef struct fuzz_engine_model {
  * aborts on failure, which the fixed settings never cause. */
 void fuzz_engine_model_create(fuzz_engine_model *m, int shape);
 
-/* Runs one step of the host: gradients from k, then selsync_before_update,
- * the host's update, selsync_after_update. Returns the first failure. */
+/* Runs one step of the host: gradients from k, then selsync_engine_before_update,
+ * the host's update, selsync_engine_after_update. Returns the first failure. */
 selsync_status fuzz_engine_model_step(fuzz_engine_model *m, int k);
 
 #endif

@@ -65,7 +65,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     fx *f = *state;
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     free(f);
     return 0;
 }
@@ -73,16 +73,16 @@ static int teardown(void **state)
 static void make(fx *f)
 {
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
-    if (selsync_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err) != SELSYNC_OK)
-        fail_msg("selsync_create: %s", f->err);
+    if (selsync_engine_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err) != SELSYNC_OK)
+        fail_msg("selsync_engine_create: %s", f->err);
 }
 
 /* A step without a host update; returns its record. */
 static const selsync_step *step(fx *f)
 {
-    assert_int_equal(selsync_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    return selsync_last_step(f->e);
+    assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    return selsync_engine_last_step(f->e);
 }
 
 static void set_grads(float v)
@@ -190,11 +190,11 @@ static void test_nonfinite_stops(void **state)
         if (k == 0) f->gw1[1] = NAN;
         if (k == 1) f->gw3[0] = INFINITY;
         if (k == 2) f->w0[3] = NAN;
-        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
+        assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
         assert_contains(selsync_engine_error(f->e), "step 2: rank 1: ");
         assert_contains(selsync_engine_error(f->e), why[k]);
         assert_contains(selsync_engine_error(f->e), "; stopping");
-        selsync_destroy(f->e);
+        selsync_engine_destroy(f->e);
         f->e = NULL;
         f->w0[3] = 0;
     }
@@ -208,9 +208,9 @@ static void test_infinite_loss_finite_gradient_goes_on(void **state)
     make(f);
     set_grads(1);
     step(f);
-    assert_int_equal(selsync_before_update(f->e, INFINITY, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_true(selsync_last_step(f->e)->decision != SELSYNC_SKIP_STEP);
+    assert_int_equal(selsync_engine_before_update(f->e, INFINITY, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_true(selsync_engine_last_step(f->e)->decision != SELSYNC_SKIP_STEP);
 }
 
 static void test_nonfinite_skips(void **state)
@@ -237,12 +237,12 @@ static void test_nonfinite_skips(void **state)
         if (t > 0) assert_int_equal(f->mock.any_last_n, 2); /* model group + non-finite flag */
     }
     selsync_totals tot;
-    selsync_get_totals(f->e, &tot);
+    selsync_engine_get_totals(f->e, &tot);
     assert_int_equal(tot.skipped_steps, 1);
     assert_int_equal(tot.synced_steps, 1);
 
     /* another rank's flag makes this one skip too (bsp) */
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     f->cfg.method = SELSYNC_METHOD_BSP;
     f->cfg.delta = 0.3; /* ignored by bsp in the engine */
     make(f);
@@ -287,11 +287,11 @@ static void test_residual_is_subtracted(void **state)
                 own += (double)g * g;
                 whole += (double)grads[i][j] * grads[i][j];
             }
-        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+        assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
         for (int i = 0; i < N_TENSORS; i++) /* the host's update leaves momentum * grad */
             for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] *= 0.9f;
-        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-        assert_close(selsync_last_step(f->e)->grad_norm, own, 1e-5);
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+        assert_close(selsync_engine_last_step(f->e)->grad_norm, own, 1e-5);
         if (t > 0) assert_true(fabs(whole - own) > 0.1 * own); /* the residual mattered */
     }
 }
@@ -311,38 +311,38 @@ static void test_norm_of_a_large_tensor(void **state)
     f->cfg.warmup = 0;
     f->cfg.delta = 1e30;
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
-    assert_int_equal(selsync_create(&f->cfg, &f->comm, &m, &f->e, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &m, &f->e, f->err, sizeof f->err), SELSYNC_OK);
     for (size_t j = 0; j < N; j++) {
         p[j] = 1.0f;
         g[j] = (float)sin((double)j) * 3.0f;
     }
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
     for (size_t j = 0; j < N; j++) g[j] *= 0.9f; /* the residual */
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
     for (size_t j = 0; j < N; j++) {
         float x = (float)cos((double)j * 0.37) * (j % 7 == 0 ? 100.0f : 0.01f);
         g[j] += x;
         own += (double)x * x;
     }
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_close(selsync_last_step(f->e)->grad_norm, own, 1e-6);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_close(selsync_engine_last_step(f->e)->grad_norm, own, 1e-6);
 
     for (size_t j = 0; j < N; j++) g[j] = 0.0f; /* squares of 1e40: past a float, not a double */
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
     for (size_t j = 0; j < N; j++) g[j] = 1e20f;
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_close(selsync_last_step(f->e)->grad_norm, N * (double)1e20f * (double)1e20f, 1e-6);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_close(selsync_engine_last_step(f->e)->grad_norm, N * (double)1e20f * (double)1e20f, 1e-6);
 
     for (int k = 0; k < 2; k++) { /* an infinite gradient, a NaN parameter, in the middle of block 2 */
-        selsync_destroy(f->e);
-        assert_int_equal(selsync_create(&f->cfg, &f->comm, &m, &f->e, f->err, sizeof f->err), SELSYNC_OK);
+        selsync_engine_destroy(f->e);
+        assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &m, &f->e, f->err, sizeof f->err), SELSYNC_OK);
         for (size_t j = 0; j < N; j++) g[j] = 1.0f;
         if (k == 0) g[2100] = INFINITY;
         else p[2100] = NAN;
-        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
+        assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
         assert_contains(selsync_engine_error(f->e), k == 0 ? "the gradient is not finite"
                                                            : "a trained parameter is not finite");
         p[2100] = 1.0f;
@@ -473,7 +473,7 @@ static void test_no_agreement_for_baselines(void **state)
         f->cfg.method = m[i];
         f->cfg.fedavg_interval = 2;
         mock_init(&f->mock, 0, 2);
-        selsync_destroy(f->e);
+        selsync_engine_destroy(f->e);
         make(f);
         for (int t = 0; t < 6; t++) {
             const selsync_step *s = step(f);
@@ -542,7 +542,7 @@ static void check_params(fx *f, int sync_bn)
     make(f);
     set_grads(0.5f);
     snapshot(before);
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
     snapshot(host);
     assert_memory_equal(host, before, sizeof host); /* nothing before the update */
     for (int i = 0, k = 0; i < N_TENSORS; i++) /* the host's update */
@@ -551,7 +551,7 @@ static void check_params(fx *f, int sync_bn)
             gsave[k++] = grads[i][j];
         }
     snapshot(host);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
     snapshot(after);
     assert_int_equal(f->mock.sum_calls, 1);
     assert_int_equal(f->mock.sum_last_n, sync_bn ? N_ALL : N_TRAINED);
@@ -582,7 +582,7 @@ static void check_grads(fx *f, int sync_bn)
     for (int i = 0, k = 0; i < N_TENSORS; i++)
         for (size_t j = 0; grads[i] && j < counts[i]; j++, k++) g0[k] = grads[i][j] = 0.25f * (float)k;
     snapshot(before);
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
     assert_int_equal(f->mock.sum_last_n, sync_bn ? N_ALL : N_TRAINED);
     snapshot(host);
     for (int i = 0, k = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++) {
@@ -602,7 +602,7 @@ static void check_grads(fx *f, int sync_bn)
     for (int i = 0; i < N_TENSORS; i++)
         for (size_t j = 0; grads[i] && j < counts[i]; j++) params[i][j] -= grads[i][j];
     snapshot(host);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
     snapshot(after);
     assert_memory_equal(after, host, sizeof after); /* nothing after the update */
     assert_int_equal(f->mock.sum_calls, 1);
@@ -644,11 +644,11 @@ static void bucketed_step(fx *f, int async, int overlap, float *out)
             params[i][j] = 1.0f + (float)n;
             if (grads[i]) grads[i][j] = 0.3f * (float)k++ + 0.1f;
         }
-    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_engine_layer_ready(f->e, l), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
     for (int i = 0, n = 0; i < N_TENSORS; n += (int)counts[i], i++)
         memcpy(out + n, grads[i] ? grads[i] : params[i], counts[i] * sizeof(float));
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
 }
 
 static void test_buckets_cover_every_tensor_once(void **state)
@@ -663,7 +663,7 @@ static void test_buckets_cover_every_tensor_once(void **state)
     assert_int_equal(f->mock.sum_total_n, N_ALL);
     assert_int_equal(f->mock.started_segs, 5);
     for (int i = 0; i < 5; i++) assert_ptr_equal(f->mock.started_seg[i], want[i]);
-    assert_int_equal(selsync_last_step(f->e)->decision, SELSYNC_SYNC_STEP);
+    assert_int_equal(selsync_engine_last_step(f->e)->decision, SELSYNC_SYNC_STEP);
 }
 
 /* The buckets start as soon as their layers are ready, not later. */
@@ -676,14 +676,14 @@ static void test_buckets_start_when_their_layers_are_ready(void **state)
     make(f);
     for (int s = 0; s < 2; s++) {
         int base = 3 * s;
-        assert_int_equal(selsync_layer_ready(f->e, 3), SELSYNC_OK);
+        assert_int_equal(selsync_engine_layer_ready(f->e, 3), SELSYNC_OK);
         assert_int_equal(f->mock.start_calls, base + 1);
-        assert_int_equal(selsync_layer_ready(f->e, 2), SELSYNC_OK);
+        assert_int_equal(selsync_engine_layer_ready(f->e, 2), SELSYNC_OK);
         assert_int_equal(f->mock.start_calls, base + 1);
-        assert_int_equal(selsync_layer_ready(f->e, 1), SELSYNC_OK);
+        assert_int_equal(selsync_engine_layer_ready(f->e, 1), SELSYNC_OK);
         assert_int_equal(f->mock.start_calls, base + 2);
         assert_int_equal(f->mock.sum_calls, 3 * s); /* none run before the wait */
-        assert_int_equal(selsync_layer_ready(f->e, 0), SELSYNC_OK);
+        assert_int_equal(selsync_engine_layer_ready(f->e, 0), SELSYNC_OK);
         assert_int_equal(f->mock.start_calls, base + 3);
         step(f);
         assert_int_equal(f->mock.wait_calls, s + 1);
@@ -699,13 +699,13 @@ static void test_overlap_gives_the_same_bits(void **state)
     float a[N_ALL], b[N_ALL], c[N_ALL];
     double norm;
     bucketed_step(f, 1, 1, a);
-    norm = selsync_last_step(f->e)->grad_norm;
-    selsync_destroy(f->e);
+    norm = selsync_engine_last_step(f->e)->grad_norm;
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     bucketed_step(f, 0, 0, b);
     assert_int_equal(f->mock.sum_calls, 3);
-    assert_true(selsync_last_step(f->e)->grad_norm == norm);
-    selsync_destroy(f->e);
+    assert_true(selsync_engine_last_step(f->e)->grad_norm == norm);
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     bucketed_step(f, 1, 0, c);
     assert_int_equal(f->mock.start_calls, 0);
@@ -732,11 +732,11 @@ static void test_overlap_only_where_the_step_is_known_to_sync(void **state)
     for (int s = 0; s < 7; s++) {
         int before = f->mock.start_calls;
         set_grads(1.0f);
-        for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+        for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_engine_layer_ready(f->e, l), SELSYNC_OK);
         if ((f->mock.start_calls > before) != starts[s]) fail_msg("step %d: started %d", s, f->mock.start_calls - before);
         assert_int_equal(step(f)->decision, synced[s] ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
     }
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     use_async_mock(f);
     selsync_config_default(&f->cfg, "test.cfg", 1);
@@ -744,7 +744,7 @@ static void test_overlap_only_where_the_step_is_known_to_sync(void **state)
     f->cfg.on_nonfinite = SELSYNC_NONFINITE_SKIP;
     make(f);
     assert_int_equal(f->cfg.overlap, 0);
-    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_engine_layer_ready(f->e, l), SELSYNC_OK);
     assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP);
     assert_int_equal(f->mock.start_calls, 0);
     assert_int_equal(f->mock.sum_calls, 1);
@@ -758,14 +758,14 @@ static void test_overlap_failure(void **state)
     f->mock.fail_sum_call = 1;
     f->cfg.method = SELSYNC_METHOD_BSP;
     make(f);
-    assert_int_equal(selsync_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL); /* says why */
-    assert_contains(selsync_engine_error(f->e), "selsync_layer_ready for layer 4 of 4");
-    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_layer_ready(f->e, l), SELSYNC_OK);
+    assert_int_equal(selsync_engine_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL); /* says why */
+    assert_contains(selsync_engine_error(f->e), "selsync_engine_layer_ready for layer 4 of 4");
+    for (size_t l = N_LAYERS; l-- > 0;) assert_int_equal(selsync_engine_layer_ready(f->e, l), SELSYNC_OK);
     assert_int_equal(f->mock.start_calls, 1);
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_ECOMM);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_ECOMM);
     assert_contains(selsync_engine_error(f->e), "started during the backward pass");
-    assert_int_equal(selsync_layer_ready(f->e, 0), SELSYNC_ECOMM);
-    assert_int_equal(selsync_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_layer_ready(f->e, 0), SELSYNC_ECOMM);
+    assert_int_equal(selsync_engine_layer_ready(f->e, N_LAYERS), SELSYNC_EINVAL);
     assert_contains(selsync_engine_error(f->e), "started during the backward pass"); /* the first failure's */
 }
 
@@ -792,7 +792,7 @@ static void test_parameter_average_one_step_late(void **state)
     for (int s = 0; s < 3; s++) {
         set_grads(0.25f);
         snapshot(cur);
-        assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
+        assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
         assert_int_equal(f->mock.wait_calls, s); /* step s applies the average of step s - 1 */
         assert_int_equal(f->mock.sum_calls, s);
         snapshot(got);
@@ -804,24 +804,24 @@ static void test_parameter_average_one_step_late(void **state)
         for (int i = 0; i < N_TENSORS; i++) /* the host's update */
             for (size_t j = 0; grads[i] && j < counts[i]; j++) params[i][j] -= 0.1f * grads[i][j];
         snapshot(host);
-        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
         assert_int_equal(f->mock.start_calls, s + 1);
         snapshot(got);
         assert_memory_equal(got, host, sizeof got); /* nothing applied yet */
-        assert_int_equal(selsync_last_step(f->e)->decision, SELSYNC_SYNC_STEP);
-        assert_int_equal(selsync_last_step(f->e)->bytes_sent, s == 0 ? 0 : 4 * N_ALL);
+        assert_int_equal(selsync_engine_last_step(f->e)->decision, SELSYNC_SYNC_STEP);
+        assert_int_equal(selsync_engine_last_step(f->e)->bytes_sent, s == 0 ? 0 : 4 * N_ALL);
         params[3][0] += 0.5f; /* the next forward pass moves a statistic */
     }
     assert_int_equal(f->mock.start_calls, 3);
     snapshot(host);
-    assert_non_null(selsync_consensus(f->e)); /* applies the pending average first */
+    assert_non_null(selsync_engine_consensus(f->e)); /* applies the pending average first */
     assert_int_equal(f->mock.wait_calls, 3);
     snapshot(got);
     for (int i = 0; i < N_ALL; i++)
         if (i != 9 && i != 10 && got[i] != (host[i] + r[i]) * 0.5f) fail_msg("element %d", i);
-    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_finish(f->e), SELSYNC_OK);
     assert_int_equal(f->mock.start_calls, 3);
-    selsync_get_totals(f->e, &tot);
+    selsync_engine_get_totals(f->e, &tot);
     assert_int_equal(tot.bytes_sent, 4 * (4 * N_ALL)); /* three averages and the final one, not the consensus */
     assert_int_equal(tot.late_averages, 3);
 }
@@ -838,8 +838,8 @@ static void test_parameter_average_at_once(void **state)
     step(f);
     assert_int_equal(f->mock.start_calls, 0);
     assert_int_equal(f->mock.sum_calls, 1);
-    assert_int_equal(selsync_last_step(f->e)->bytes_sent, 4 * N_ALL);
-    selsync_destroy(f->e);
+    assert_int_equal(selsync_engine_last_step(f->e)->bytes_sent, 4 * N_ALL);
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     mock_init(&f->mock, 0, 2); /* no sum_f32v_start */
     f->comm = mock_as_comm(&f->mock);
@@ -960,7 +960,7 @@ static void test_fedavg_members_only(void **state)
                 memcpy(list[rank][t], f->mock.among_members, sizeof list[rank][t]);
             }
             selsync_totals tot;
-            selsync_get_totals(f->e, &tot);
+            selsync_engine_get_totals(f->e, &tot);
             if (!without) /* the ratio before any sum over all ranks: 2 (N-1)/N */
                 assert_int_equal(tot.bsp_bytes, (uint64_t)(STEPS * 4.0 * N_ALL * (2.0 * (WORLD - 1) / WORLD) + 0.5));
         }
@@ -1002,11 +1002,11 @@ static void test_finish_and_totals(void **state)
     f->mock.remote = r;
     f->mock.remote_n = N_ALL;
     snapshot(before);
-    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_finish(f->e), SELSYNC_OK);
     snapshot(after);
     assert_int_equal(f->mock.sum_last_n, N_ALL);
     for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (before[i] + r[i]) * 0.25f);
-    selsync_get_totals(f->e, &tot);
+    selsync_engine_get_totals(f->e, &tot);
     assert_int_equal(tot.steps, 6);
     assert_int_equal(tot.synced_steps, 2);
     assert_int_equal(tot.bytes_sent, per_step + 4 * N_ALL);
@@ -1027,7 +1027,7 @@ static void test_finish_without_bn(void **state)
     for (int t = 0; t < 3; t++) assert_int_equal(step(f)->decision, SELSYNC_LOCAL_STEP);
     assert_int_equal(f->mock.sum_calls, 0);
     snapshot(before);
-    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_finish(f->e), SELSYNC_OK);
     snapshot(after);
     assert_int_equal(f->mock.sum_last_n, N_TRAINED);
     for (int i = 0; i < N_ALL; i++) assert_true(after[i] == (i == 9 || i == 10 ? 1 : 2) * before[i]);
@@ -1051,11 +1051,11 @@ static void test_metrics_file(void **state)
     make(f);
     for (int t = 0; t < 5; t++) {
         set_grads(1.0f + (float)t);
-        if (t % 2) selsync_note_injection(f->e, 1000u * (unsigned)t);
-        assert_int_equal(selsync_before_update(f->e, 1.5 + t, 0.125), SELSYNC_OK);
-        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
+        if (t % 2) selsync_engine_note_injection(f->e, 1000u * (unsigned)t);
+        assert_int_equal(selsync_engine_before_update(f->e, 1.5 + t, 0.125), SELSYNC_OK);
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
     }
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     snprintf(path, sizeof path, "%s/m_3.tsv", dir);
     assert_non_null(in = fopen(path, "r"));
@@ -1090,21 +1090,21 @@ static void test_injection_bytes(void **state)
     selsync_totals tot;
     f->cfg.method = SELSYNC_METHOD_BSP;
     make(f);
-    selsync_note_injection(f->e, 100);
+    selsync_engine_note_injection(f->e, 100);
     assert_int_equal(step(f)->inject_bytes, 100);
     assert_int_equal(step(f)->inject_bytes, 0); /* per step, not cumulative */
-    selsync_note_injection(f->e, 5);
-    selsync_note_injection(f->e, 7);
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    selsync_note_injection(f->e, 30); /* mid-step: belongs to the next one */
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_int_equal(selsync_last_step(f->e)->inject_bytes, 12);
-    assert_int_equal(selsync_last_step(f->e)->bytes_sent, 4 * N_ALL); /* not mixed with the model's */
+    selsync_engine_note_injection(f->e, 5);
+    selsync_engine_note_injection(f->e, 7);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    selsync_engine_note_injection(f->e, 30); /* mid-step: belongs to the next one */
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_last_step(f->e)->inject_bytes, 12);
+    assert_int_equal(selsync_engine_last_step(f->e)->bytes_sent, 4 * N_ALL); /* not mixed with the model's */
     assert_int_equal(step(f)->inject_bytes, 30);
-    selsync_get_totals(f->e, &tot);
+    selsync_engine_get_totals(f->e, &tot);
     assert_int_equal(tot.inject_bytes, 142);
     assert_int_equal(tot.bytes_sent, 4 * 4 * N_ALL);
-    selsync_note_injection(NULL, 1); /* harmless */
+    selsync_engine_note_injection(NULL, 1); /* harmless */
 }
 
 /* Reads a whole small file into buf. */
@@ -1128,17 +1128,17 @@ static void test_log_notes(void **state)
     snprintf(path, sizeof path, "%s/m_1.tsv", dir);
     f->cfg.method = SELSYNC_METHOD_BSP;
     make(f);
-    assert_int_equal(selsync_log_note(f->e, "partition = label:2\nrank 1: 120 samples\n"), SELSYNC_OK);
-    assert_int_equal(selsync_log_note(f->e, "classes 2 3"), SELSYNC_OK);
-    assert_int_equal(selsync_log_note(f->e, ""), SELSYNC_OK); /* nothing */
-    assert_int_equal(selsync_log_note(f->e, NULL), SELSYNC_EINVAL);
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    assert_int_equal(selsync_log_note(f->e, "too late"), SELSYNC_ESTATE); /* in the middle of a step */
-    assert_contains(selsync_engine_error(f->e), "selsync_log_note in the middle of a step");
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_int_equal(selsync_log_note(f->e, "between steps"), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, "partition = label:2\nrank 1: 120 samples\n"), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, "classes 2 3"), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, ""), SELSYNC_OK); /* nothing */
+    assert_int_equal(selsync_engine_log_note(f->e, NULL), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, "too late"), SELSYNC_ESTATE); /* in the middle of a step */
+    assert_contains(selsync_engine_error(f->e), "selsync_engine_log_note in the middle of a step");
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, "between steps"), SELSYNC_OK);
     step(f);
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     slurp(path, text, sizeof text);
     snprintf(want, sizeof want, "# partition = label:2\n# rank 1: 120 samples\n# classes 2 3\n%s0\t", header);
@@ -1150,9 +1150,9 @@ static void test_log_notes(void **state)
     /* no step: the header still comes, after the notes (at finish, or destroy) */
     for (int fin = 0; fin < 2; fin++) {
         make(f);
-        assert_int_equal(selsync_log_note(f->e, "only a note"), SELSYNC_OK);
-        if (fin) assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
-        selsync_destroy(f->e);
+        assert_int_equal(selsync_engine_log_note(f->e, "only a note"), SELSYNC_OK);
+        if (fin) assert_int_equal(selsync_engine_finish(f->e), SELSYNC_OK);
+        selsync_engine_destroy(f->e);
         f->e = NULL;
         slurp(path, text, sizeof text);
         snprintf(want, sizeof want, "# only a note\n%s", header);
@@ -1166,10 +1166,10 @@ static void test_log_note_without_file(void **state)
 {
     fx *f = *state;
     make(f);
-    assert_int_equal(selsync_log_note(f->e, "no file"), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, "no file"), SELSYNC_OK);
     step(f);
-    assert_int_equal(selsync_log_note(f->e, "no file"), SELSYNC_OK); /* a no-op */
-    assert_int_equal(selsync_log_note(NULL, "x"), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_log_note(f->e, "no file"), SELSYNC_OK); /* a no-op */
+    assert_int_equal(selsync_engine_log_note(NULL, "x"), SELSYNC_EINVAL);
 }
 
 static void test_metrics_open_failure(void **state)
@@ -1178,7 +1178,7 @@ static void test_metrics_open_failure(void **state)
     mock_init(&f->mock, 2, 4);
     snprintf(f->cfg.log, sizeof f->cfg.log, "/nonexistent-selsync/m_%%r.tsv");
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
-    assert_int_equal(selsync_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EIO);
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EIO);
     assert_null(f->e);
     assert_contains(f->err, "/nonexistent-selsync/m_2.tsv");
     assert_contains(f->err, strerror(ENOENT));
@@ -1188,7 +1188,7 @@ static void test_metrics_open_failure(void **state)
 
 static selsync_status try_create(fx *f)
 {
-    selsync_status st = selsync_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err);
+    selsync_status st = selsync_engine_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err);
     if (st != SELSYNC_OK) {
         assert_null(f->e);
         assert_true(f->err[0] != '\0');
@@ -1201,11 +1201,11 @@ static void test_create_rejects(void **state)
     fx *f = *state;
     selsync_comm no_ops = {NULL, NULL};
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
-    assert_int_equal(selsync_create(NULL, &f->comm, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
-    assert_int_equal(selsync_create(&f->cfg, NULL, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
-    assert_int_equal(selsync_create(&f->cfg, &f->comm, NULL, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
-    assert_int_equal(selsync_create(&f->cfg, &f->comm, &f->model, NULL, f->err, sizeof f->err), SELSYNC_EINVAL);
-    assert_int_equal(selsync_create(&f->cfg, &no_ops, &f->model, &f->e, NULL, 0), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_create(NULL, &f->comm, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_create(&f->cfg, NULL, &f->model, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, NULL, &f->e, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &f->model, NULL, f->err, sizeof f->err), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_create(&f->cfg, &no_ops, &f->model, &f->e, NULL, 0), SELSYNC_EINVAL);
 
     f->t[4].layer = N_LAYERS;
     assert_int_equal(try_create(f), SELSYNC_EINVAL);
@@ -1245,21 +1245,21 @@ static void test_create_rejects(void **state)
 static void test_state_errors(void **state)
 {
     fx *f = *state;
-    assert_int_equal(selsync_before_update(NULL, 0, 0), SELSYNC_EINVAL);
-    assert_int_equal(selsync_after_update(NULL), SELSYNC_EINVAL);
-    assert_int_equal(selsync_finish(NULL), SELSYNC_EINVAL);
-    assert_null(selsync_last_step(NULL));
+    assert_int_equal(selsync_engine_before_update(NULL, 0, 0), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_after_update(NULL), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_finish(NULL), SELSYNC_EINVAL);
+    assert_null(selsync_engine_last_step(NULL));
     make(f);
-    assert_null(selsync_last_step(f->e));
+    assert_null(selsync_engine_last_step(f->e));
     assert_string_equal(selsync_engine_error(f->e), "");
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_ESTATE);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_ESTATE);
     assert_contains(selsync_engine_error(f->e), "without");
-    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_OK);
-    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_ESTATE);
-    assert_int_equal(selsync_finish(f->e), SELSYNC_ESTATE);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_ESTATE);
-    assert_int_equal(selsync_last_step(f->e)->step, 0);
+    assert_int_equal(selsync_engine_before_update(f->e, 0, 0), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 0, 0), SELSYNC_ESTATE);
+    assert_int_equal(selsync_engine_finish(f->e), SELSYNC_ESTATE);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_ESTATE);
+    assert_int_equal(selsync_engine_last_step(f->e)->step, 0);
 }
 
 static void test_comm_failures(void **state)
@@ -1268,18 +1268,18 @@ static void test_comm_failures(void **state)
     f->cfg.warmup = 1;
     make(f);
     f->mock.fail_sum_call = 1;
-    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_OK);
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_ECOMM);
+    assert_int_equal(selsync_engine_before_update(f->e, 0, 0), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_ECOMM);
     assert_contains(selsync_engine_error(f->e), "sum_f32");
-    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_ECOMM); /* stays failed */
+    assert_int_equal(selsync_engine_before_update(f->e, 0, 0), SELSYNC_ECOMM); /* stays failed */
 
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     mock_init(&f->mock, 0, 2);
     f->mock.fail_any_call = 1;
     make(f);
-    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_OK); /* warm-up: no any */
-    assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-    assert_int_equal(selsync_before_update(f->e, 0, 0), SELSYNC_ECOMM);
+    assert_int_equal(selsync_engine_before_update(f->e, 0, 0), SELSYNC_OK); /* warm-up: no any */
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(f->e, 0, 0), SELSYNC_ECOMM);
     assert_contains(selsync_engine_error(f->e), "any");
     assert_int_equal(f->mock.abort_calls, 0); /* the host decides */
 }
@@ -1306,10 +1306,10 @@ static void test_comm_single(void **state)
     make(f);
     snapshot(before);
     for (int t = 0; t < 3; t++) assert_int_equal(step(f)->decision, SELSYNC_SYNC_STEP);
-    assert_int_equal(selsync_finish(f->e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_finish(f->e), SELSYNC_OK);
     snapshot(after);
     assert_memory_equal(before, after, sizeof after);
-    selsync_get_totals(f->e, &tot);
+    selsync_engine_get_totals(f->e, &tot);
     assert_int_equal(tot.bytes_sent, 0);
     assert_int_equal(tot.bsp_bytes, 0);
 }
@@ -1331,14 +1331,14 @@ static void test_consensus(void **state)
     for (int j = 0; j < N_ALL; j++) want[j] = (want[j] + remote[j]) * 0.25f;
     float before[N_ALL], after[N_ALL];
     snapshot(before);
-    const float *mean = selsync_consensus(f->e);
+    const float *mean = selsync_engine_consensus(f->e);
     assert_non_null(mean);
     for (int j = 0; j < N_ALL; j++) assert_true(mean[j] == want[j]);
     snapshot(after);
     assert_memory_equal(before, after, sizeof before); /* the model is left alone */
     assert_int_equal(f->mock.sum_last_n, N_ALL);       /* statistics included */
-    assert_int_equal(selsync_before_update(f->e, 1, 0.1), SELSYNC_OK);
-    assert_null(selsync_consensus(f->e)); /* not in the middle of a step */
+    assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+    assert_null(selsync_engine_consensus(f->e)); /* not in the middle of a step */
 }
 
 static void test_eval_rows_and_excluded_time(void **state)
@@ -1352,14 +1352,14 @@ static void test_eval_rows_and_excluded_time(void **state)
     step(f);
     step(f);
     nanosleep(&(struct timespec){0, 300000000L}, NULL); /* an "evaluation" of 0.3 s */
-    assert_int_equal(selsync_log_eval(f->e, "top1", 0.8125, 0.3), SELSYNC_OK);
-    selsync_exclude_time(f->e);
+    assert_int_equal(selsync_engine_log_eval(f->e, "top1", 0.8125, 0.3), SELSYNC_OK);
+    selsync_engine_exclude_time(f->e);
     step(f);
     selsync_totals tot;
-    selsync_get_totals(f->e, &tot);
+    selsync_engine_get_totals(f->e, &tot);
     assert_true(tot.t_excluded >= 0.29);
-    assert_true(selsync_last_step(f->e)->t_compute < 0.29); /* not counted as compute */
-    selsync_destroy(f->e);
+    assert_true(selsync_engine_last_step(f->e)->t_compute < 0.29); /* not counted as compute */
+    selsync_engine_destroy(f->e);
     f->e = NULL;
     slurp(path, text, sizeof text);
     const char *row = strstr(text, "\n# eval\tstep=2\twall_s=");
@@ -1382,14 +1382,14 @@ static void run_steps(fx *f, int from, int to, selsync_step *records)
     for (int t = from; t < to; t++) {
         for (int i = 0; i < N_TENSORS; i++)
             for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] += 1.0f + 0.5f * (float)((t * 7 + (int)j) % 5);
-        assert_int_equal(selsync_before_update(f->e, 1.0 + t, 0.1), SELSYNC_OK);
+        assert_int_equal(selsync_engine_before_update(f->e, 1.0 + t, 0.1), SELSYNC_OK);
         for (int i = 0; i < N_TENSORS; i++)
             for (size_t j = 0; grads[i] && j < counts[i]; j++) {
                 params[i][j] -= 0.1f * grads[i][j];
                 grads[i][j] *= 0.9f;
             }
-        assert_int_equal(selsync_after_update(f->e), SELSYNC_OK);
-        records[t] = *selsync_last_step(f->e);
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+        records[t] = *selsync_engine_last_step(f->e);
     }
 }
 
@@ -1404,16 +1404,16 @@ static void test_snapshot_restore_continues(void **state)
     f->cfg.delta = 0.05;
     make(f);
     run_steps(f, 0, 5, whole);
-    size_t len = selsync_snapshot_size(f->e);
+    size_t len = selsync_engine_snapshot_size(f->e);
     void *saved = malloc(len);
-    assert_int_equal(selsync_snapshot(f->e, saved, len), SELSYNC_OK);
+    assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
     run_steps(f, 5, 12, whole);
     snapshot(p_whole);
     for (int i = 0; i < N_TENSORS; i++)
         if (grads[i]) memcpy(g_whole[i], grads[i], counts[i] * sizeof(float));
     selsync_totals t_whole, t_split;
-    selsync_get_totals(f->e, &t_whole);
-    selsync_destroy(f->e);
+    selsync_engine_get_totals(f->e, &t_whole);
+    selsync_engine_destroy(f->e);
     f->e = NULL;
 
     /* a new engine over scrambled arrays, restored from the snapshot */
@@ -1423,7 +1423,7 @@ static void test_snapshot_restore_continues(void **state)
             if (grads[i]) grads[i][j] = 42;
         }
     make(f);
-    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_OK);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
     run_steps(f, 5, 12, split);
     snapshot(p_split);
     assert_memory_equal(p_whole, p_split, sizeof p_whole);
@@ -1435,7 +1435,7 @@ static void test_snapshot_restore_continues(void **state)
         assert_true(split[t].change == whole[t].change || (isinf(split[t].change) && isinf(whole[t].change)));
         assert_int_equal(split[t].decision, whole[t].decision);
     }
-    selsync_get_totals(f->e, &t_split);
+    selsync_engine_get_totals(f->e, &t_split);
     assert_int_equal(t_split.steps, t_whole.steps);
     assert_int_equal(t_split.synced_steps, t_whole.synced_steps);
     assert_int_equal(t_split.bytes_sent, t_whole.bytes_sent);
@@ -1456,12 +1456,12 @@ static void test_restore_validates_fields(void **state)
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
-    size_t len = selsync_snapshot_size(f->e);
+    size_t len = selsync_engine_snapshot_size(f->e);
     unsigned char *saved = malloc(len), *bad = malloc(len);
     assert_non_null(saved);
     assert_non_null(bad);
-    assert_int_equal(selsync_snapshot(f->e, saved, len), SELSYNC_OK);
-    selsync_destroy(f->e);
+    assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+    selsync_engine_destroy(f->e);
     const double nan = NAN, neg = -1;
     const uint64_t huge = UINT64_MAX / 2;
     struct { size_t at; const void *v; size_t n; const char *why; } cases[] = {
@@ -1475,13 +1475,13 @@ static void test_restore_validates_fields(void **state)
         memcpy(bad, saved, len);
         memcpy(bad + cases[i].at, cases[i].v, cases[i].n);
         make(f);
-        assert_int_equal(selsync_restore(f->e, bad, len), SELSYNC_EMISMATCH);
+        assert_int_equal(selsync_engine_restore(f->e, bad, len), SELSYNC_EMISMATCH);
         assert_contains(selsync_engine_error(f->e), "the saved state is damaged");
         assert_contains(selsync_engine_error(f->e), cases[i].why);
-        selsync_destroy(f->e);
+        selsync_engine_destroy(f->e);
     }
     make(f); /* the untouched snapshot restores */
-    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_OK);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
     free(bad);
     free(saved);
 }
@@ -1490,27 +1490,27 @@ static void test_restore_rejects(void **state)
 {
     fx *f = *state;
     make(f);
-    size_t len = selsync_snapshot_size(f->e);
+    size_t len = selsync_engine_snapshot_size(f->e);
     unsigned char *saved = malloc(len);
-    assert_int_equal(selsync_snapshot(f->e, saved, len - 1), SELSYNC_EINVAL);
-    assert_int_equal(selsync_snapshot(f->e, saved, len), SELSYNC_OK);
-    selsync_destroy(f->e);
+    assert_int_equal(selsync_engine_snapshot(f->e, saved, len - 1), SELSYNC_EINVAL);
+    assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+    selsync_engine_destroy(f->e);
     f->cfg.window = 7; /* another window */
     make(f);
-    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
     assert_contains(selsync_engine_error(f->e), "another network or another [selsync] window");
-    assert_int_equal(selsync_restore(f->e, saved, 10), SELSYNC_EMISMATCH);
-    selsync_destroy(f->e);
+    assert_int_equal(selsync_engine_restore(f->e, saved, 10), SELSYNC_EMISMATCH);
+    selsync_engine_destroy(f->e);
     f->cfg.window = 25;
     make(f);
     memcpy(saved, "SSENG03", 8); /* the previous format */
-    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
     assert_contains(selsync_engine_error(f->e), "in format 'SSENG03', written by another version of this program; "
                                                 "this one reads 'SSENG04'");
-    selsync_destroy(f->e);
+    selsync_engine_destroy(f->e);
     make(f);
     step(f);
-    assert_int_equal(selsync_restore(f->e, saved, len), SELSYNC_ESTATE); /* after a step */
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_ESTATE); /* after a step */
     free(saved);
 }
 

@@ -538,14 +538,14 @@ static void test_engine_worker(void **state)
     f->mock.size = 3;
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
     reply_msg(f, 0, 0, m0);
-    assert_int_equal(selsync_create(&f->cfg, &f->comm, &f->model, &e, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &f->model, &e, f->err, sizeof f->err), SELSYNC_OK);
     assert_int_equal(f->mock.outbox[0].tag, SSP_TAG_PULL); /* the initial pull, at create */
 
     reply_msg(f, 1, 0.5, m0);
-    assert_int_equal(selsync_before_update(e, 1.0, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_before_update(e, 1.0, 0.1), SELSYNC_OK);
     f->w[0] += 1; /* the host's update */
-    assert_int_equal(selsync_after_update(e), SELSYNC_OK);
-    const selsync_step *s = selsync_last_step(e);
+    assert_int_equal(selsync_engine_after_update(e), SELSYNC_OK);
+    const selsync_step *s = selsync_engine_last_step(e);
     assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
     assert_int_equal(s->layers_synced, 1);
     assert_int_equal(s->bytes_sent, 2 * (HDR + N * 4)); /* pushed + pulled */
@@ -554,15 +554,15 @@ static void test_engine_worker(void **state)
     assert_true(f->w[0] == 1); /* the pulled model replaced the local one */
     assert_int_equal(f->mock.sum_calls + f->mock.any_calls, 0); /* no collective */
 
-    assert_int_equal(selsync_finish(e), SELSYNC_OK);
+    assert_int_equal(selsync_engine_finish(e), SELSYNC_OK);
     assert_int_equal(f->mock.outbox[3].tag, SSP_TAG_DONE);
-    selsync_get_totals(e, &t);
+    selsync_engine_get_totals(e, &t);
     assert_int_equal(t.steps, 1);
     assert_int_equal(t.synced_steps, 1);
     assert_int_equal(t.bytes_sent, HDR + (HDR + N * 4) + 2 * (HDR + N * 4) + HDR);
     assert_int_equal(t.bsp_bytes, N * 4); /* ring all-reduce over 2 workers: 2 (W-1)/W */
-    assert_int_equal(selsync_serve(e, NULL, NULL), SELSYNC_ESTATE);
-    selsync_destroy(e);
+    assert_int_equal(selsync_engine_serve(e, NULL, NULL), SELSYNC_ESTATE);
+    selsync_engine_destroy(e);
 }
 
 static void test_engine_server(void **state)
@@ -575,27 +575,27 @@ static void test_engine_server(void **state)
     f->mock.rank = 0;
     f->mock.size = 2;
     assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
-    assert_int_equal(selsync_create(&f->cfg, &f->comm, &f->model, &e, f->err, sizeof f->err), SELSYNC_OK);
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &f->model, &e, f->err, sizeof f->err), SELSYNC_OK);
     assert_int_equal(f->mock.send_calls + f->mock.recv_calls, 0);
-    assert_int_equal(selsync_before_update(e, 0, 0), SELSYNC_ESTATE);
+    assert_int_equal(selsync_engine_before_update(e, 0, 0), SELSYNC_ESTATE);
     assert_contains(selsync_engine_error(e), "parameter server");
     pull(f, 1);
     push(f, 1, 1, d, N);
     done(f, 1, 1);
-    assert_int_equal(selsync_serve(e, NULL, &st), SELSYNC_OK);
+    assert_int_equal(selsync_engine_serve(e, NULL, &st), SELSYNC_OK);
     assert_int_equal(st.pushes, 1);
     assert_true(f->w[3] == 5 && f->s[1] == 21);
-    assert_int_equal(selsync_serve(e, NULL, &st), SELSYNC_ESTATE);
-    assert_int_equal(selsync_finish(e), SELSYNC_OK);
-    selsync_get_totals(e, &t);
+    assert_int_equal(selsync_engine_serve(e, NULL, &st), SELSYNC_ESTATE);
+    assert_int_equal(selsync_engine_finish(e), SELSYNC_OK);
+    selsync_engine_get_totals(e, &t);
     assert_int_equal(t.steps, 0);
     assert_int_equal(t.bytes_sent, 2 * (HDR + N * 4));
     assert_int_equal(t.bsp_bytes, 0);
-    selsync_destroy(e);
+    selsync_engine_destroy(e);
 
     /* one process: the configuration already refuses ssp */
     selsync_comm single = selsync_comm_single();
-    assert_int_equal(selsync_create(&f->cfg, &single, &f->model, &e, f->err, sizeof f->err), SELSYNC_ECONFIG);
+    assert_int_equal(selsync_engine_create(&f->cfg, &single, &f->model, &e, f->err, sizeof f->err), SELSYNC_ECONFIG);
     assert_contains(f->err, "at least 2 ranks");
 }
 

@@ -129,7 +129,7 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
                                             float **full, int *full_rows);
 
 /* During the backward pass that precedes the update: the gradient of
- * `layer` is final (selsync_layer_ready in selsync/engine.h: gradient sums
+ * `layer` is final (selsync_engine_layer_ready in selsync/engine.h: gradient sums
  * may start, and the layer's arrays must then stay untouched until
  * selsync_session_before_update returns). Collective where sums start. */
 selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer);
