@@ -461,8 +461,7 @@ const float *selsync_engine_consensus(selsync_engine *e)
         EFAIL(e, SELSYNC_ENOMEM, "[selsync] out of memory for the consensus model");
         return NULL;
     }
-    for (size_t i = 0; i < e->nt; n += e->t[i].count, i++)
-        memcpy(e->mean + n, e->t[i].param, e->t[i].count * sizeof(float));
+    n = selsync_model_pack(e->t, e->nt, 1, e->mean);
     if ((st = e->comm.ops->sum_f32(e->comm.ctx, e->mean, n)) != SELSYNC_OK) {
         engine_comm_failed(e, st, "consensus (sum_f32)", n);
         return NULL;

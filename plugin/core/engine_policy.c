@@ -21,7 +21,7 @@
 
 int policy_syncs(const selsync_engine *e, const selsync_tensor *t)
 {
-    return t->kind == SELSYNC_TENSOR_TRAINED || e->cfg.sync_bn_stats;
+    return selsync_tensor_travels(t, e->cfg.sync_bn_stats);
 }
 
 int policy_forced(const selsync_engine *e)

@@ -563,11 +563,7 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
         size_t n = 0;
         for (size_t i = 0; i < s->model.n_tensors; ++i) n += s->model.tensors[i].count;
         if (!(own = malloc((n ? n : 1) * sizeof *own))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
-        n = 0;
-        for (size_t i = 0; i < s->model.n_tensors; ++i) {
-            memcpy(own + n, s->model.tensors[i].param, s->model.tensors[i].count * sizeof *own);
-            n += s->model.tensors[i].count;
-        }
+        selsync_model_pack(s->model.tensors, s->model.n_tensors, 1, own);
         params = own;
     }
     double t0 = selsync_now(), score = s->host.score(s->host.user, params), took = selsync_now() - t0;

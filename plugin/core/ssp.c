@@ -22,7 +22,7 @@
 
 static int in_model(const selsync_config *cfg, const selsync_tensor *t)
 {
-    return t->kind == SELSYNC_TENSOR_TRAINED || cfg->sync_bn_stats;
+    return selsync_tensor_travels(t, cfg->sync_bn_stats);
 }
 
 static size_t model_count(const selsync_config *cfg, const selsync_model *m)
@@ -54,12 +54,18 @@ static selsync_status check_args(const selsync_config *cfg, const selsync_comm *
 /* buf = model (pack) or model op= buf (unpack: scale 0 copies, else adds buf * scale). */
 static void pack(const selsync_config *cfg, const selsync_model *m, float *buf, int unpack, float scale)
 {
+    if (!unpack) {
+        selsync_model_pack(m->tensors, m->n_tensors, cfg->sync_bn_stats, buf);
+        return;
+    }
+    if (scale == 0) {
+        selsync_model_unpack(m->tensors, m->n_tensors, cfg->sync_bn_stats, buf);
+        return;
+    }
     for (size_t i = 0, k = 0; i < m->n_tensors; i++) {
         const selsync_tensor *t = &m->tensors[i];
         if (!in_model(cfg, t)) continue;
-        if (!unpack) memcpy(buf + k, t->param, t->count * sizeof(float));
-        else if (scale == 0) memcpy(t->param, buf + k, t->count * sizeof(float));
-        else for (size_t j = 0; j < t->count; j++) t->param[j] += buf[k + j] * scale;
+        for (size_t j = 0; j < t->count; j++) t->param[j] += buf[k + j] * scale;
         k += t->count;
     }
 }

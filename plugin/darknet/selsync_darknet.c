@@ -308,10 +308,7 @@ static void free_evaluator(evaluator *ev)
 static double score_model(void *user, const float *params)
 {
     evaluator *ev = ((attachment *)user)->eval;
-    for (size_t i = 0; i < ev->n_tensors; ++i) {
-        memcpy(ev->tensors[i].param, params, ev->tensors[i].count * sizeof(float));
-        params += ev->tensors[i].count;
-    }
+    selsync_model_unpack(ev->tensors, ev->n_tensors, 1, params);
     if (ev->labels) return darknet_classifier_top1(ev->net, ev->paths, ev->n, ev->labels, ev->classes);
     double *ap = calloc((size_t)ev->classes, sizeof *ap), map = 0;
     size_t n_det;

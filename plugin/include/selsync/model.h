@@ -32,4 +32,14 @@ typedef struct selsync_model {
     size_t file_bytes;
 } selsync_model;
 
+/* Whether tensor t travels with the model's parameters: trained ones
+ * always, statistics with with_stats (cfg sync_bn_stats). */
+int selsync_tensor_travels(const selsync_tensor *t, int with_stats);
+
+/* The params of the n tensors at t back to back in tensor order (the
+ * trained ones, and the statistics with with_stats) copied into buf, or
+ * from buf back into the tensors; both return the floats copied. */
+size_t selsync_model_pack(const selsync_tensor *t, size_t n, int with_stats, float *buf);
+size_t selsync_model_unpack(const selsync_tensor *t, size_t n, int with_stats, const float *buf);
+
 #endif
