@@ -73,9 +73,8 @@ static selsync_status rsb_sum(mpi_ctx *c, float *buf, size_t n)
 selsync_status comm_mpi_sum_f32(void *ctx, float *buf, size_t n)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_check(c, buf, n, "sum_f32");
+    selsync_status s = gate_enter(c, buf, n, "sum_f32", 1);
     if (s != SELSYNC_OK) return s;
-    stall_enter(c, "sum_f32", 1);
     if (n == 0 || c->size == 1) return s;
     if (c->sum_alg == SELSYNC_MPI_SUM_RSB) return rsb_sum(c, buf, n);
     selsync_segment one = {buf, n};
@@ -219,18 +218,16 @@ static selsync_status allreduce_chunks(mpi_ctx *c, void *buf, size_t n, size_t e
 selsync_status comm_mpi_any(void *ctx, uint8_t *flags, size_t n)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_check(c, flags, n, "any");
+    selsync_status s = gate_enter(c, flags, n, "any", 1);
     if (s != SELSYNC_OK) return s;
-    stall_enter(c, "any", 1);
     return allreduce_chunks(c, flags, n, sizeof(uint8_t), MPI_UINT8_T, MPI_BOR);
 }
 
 selsync_status comm_mpi_sum_f64(void *ctx, double *buf, size_t n)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_check(c, buf, n, "sum_f64");
+    selsync_status s = gate_enter(c, buf, n, "sum_f64", 1);
     if (s != SELSYNC_OK) return s;
-    stall_enter(c, "sum_f64", 1);
     return allreduce_chunks(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
 }
 
@@ -249,9 +246,8 @@ static unsigned binomial_children(mpi_ctx *c, int root)
 selsync_status comm_mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_check(c, buf, bytes, "bcast");
+    selsync_status s = gate_enter(c, buf, bytes, "bcast", 1);
     if (s != SELSYNC_OK) return s;
-    stall_enter(c, "bcast", 1);
     if (root < 0 || root >= c->size) {
         ctx_error(c, "bcast: root %d out of range [0, %d)", root, c->size);
         return SELSYNC_EINVAL;

@@ -81,6 +81,13 @@ selsync_status gate_check(mpi_ctx *c, const void *buf, size_t n, const char *op)
 }
 
 /* Checks the segments (op: the name in messages). */
+selsync_status gate_enter(mpi_ctx *c, const void *buf, size_t n, const char *op, int collective)
+{
+    selsync_status s = gate_check(c, buf, n, op);
+    if (s == SELSYNC_OK) stall_enter(c, op, collective);
+    return s;
+}
+
 selsync_status gate_check_segments(mpi_ctx *c, const selsync_segment *segs, size_t nseg, const char *op)
 {
     selsync_status s = gate_check(c, segs, nseg, op);

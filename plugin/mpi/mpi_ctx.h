@@ -160,6 +160,8 @@ selsync_status ctx_reserve(mpi_ctx *c, void **p, size_t *cap, size_t n, size_t e
 /* gate.c: the gate every op passes first, the background sums, aborts. */
 int gate_on_background(const mpi_ctx *c);
 selsync_status gate_check(mpi_ctx *c, const void *buf, size_t n, const char *op);
+/* gate_check, then stall_enter: where nothing else is checked between. */
+selsync_status gate_enter(mpi_ctx *c, const void *buf, size_t n, const char *op, int collective);
 selsync_status gate_check_segments(mpi_ctx *c, const selsync_segment *segs, size_t nseg, const char *op);
 selsync_status gate_wait_started(mpi_ctx *c);
 void gate_stop_background(mpi_ctx *c);

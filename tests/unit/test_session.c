@@ -331,24 +331,29 @@ static void test_load_errors(void **state)
                         "comparing what the ranks run: mock communicator: call failed as scripted");
 }
 
-/* Method ssp: rank 0 serves and does not train. */
+/* Rank 0 of 3 (a mock) loads and begins with method and a step limit. */
+static selsync_status begin_rank0(fx *f, selsync_method method, uint64_t max_steps, selsync_plan *plan)
+{
+    static int labels[4] = {0, 1, 0, 1};
+    mock_comm m;
+    mock_init(&m, 0, 3);
+    selsync_comm c = mock_as_comm(&m);
+    f->cfg.method = method;
+    open_session(f, &c);
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, max_steps, NULL};
+    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
+    return selsync_session_begin(f->s, &d, plan);
+}
+
+/* Method ssp: rank 0 serves and does not train; the workers must finish,
+ * so a step limit is required. */
 static void test_ssp_server_plan(void **state)
 {
     fx *f = *state;
-    mock_comm m;
     selsync_plan plan;
-    int labels[4] = {0, 1, 0, 1};
-    mock_init(&m, 0, 3);
-    selsync_comm c = mock_as_comm(&m);
-    f->cfg.method = SELSYNC_METHOD_SSP;
-    open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
-    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    /* the workers must finish: a step limit is required */
-    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_ECONFIG);
+    assert_int_equal(begin_rank0(f, SELSYNC_METHOD_SSP, 0, &plan), SELSYNC_ECONFIG);
     assert_non_null(strstr(selsync_session_error(f->s), "method = ssp needs max_batches > 0"));
-    d.max_steps = 100;
-    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
+    assert_int_equal(begin_rank0(f, SELSYNC_METHOD_SSP, 100, &plan), SELSYNC_OK);
     assert_true(plan.serve_only);
     assert_int_equal(plan.count, 4); /* the server only reports the partition */
     assert_false(plan.console);      /* the first worker shows the progress */
@@ -362,15 +367,7 @@ static void test_plan_console_and_training_ranks(void **state)
 {
     fx *f = *state;
     selsync_plan plan;
-    int labels[4] = {0, 1, 0, 1};
-    mock_comm m;
-    mock_init(&m, 0, 3);
-    selsync_comm c = mock_as_comm(&m);
-    f->cfg.method = SELSYNC_METHOD_SELSYNC;
-    open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
-    assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
+    assert_int_equal(begin_rank0(f, SELSYNC_METHOD_SELSYNC, 0, &plan), SELSYNC_OK);
     assert_true(plan.console);
     assert_int_equal(plan.training_ranks, 3);
     assert_false(plan.serve_only);
