@@ -17,7 +17,7 @@
 # (one or more words, each measured in every round and given its own rows:
 # "default" (or unset): what a user gets, the environment's
 # OPENBLAS_CORETYPE if set, else darknet's choice from the CPU's features,
-# patch 0030; "choose": darknet's choice even where OPENBLAS_CORETYPE is
+# patch 0023; "choose": darknet's choice even where OPENBLAS_CORETYPE is
 # set; a name: that OPENBLAS_CORETYPE, e.g. "default Haswell SkylakeX").
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)

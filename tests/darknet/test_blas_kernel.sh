@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_blas_kernel.sh DARKNET FAKE_CORENAME_LIBRARY SOURCE_DIR WORK_DIR
-# darknet's choice of the OpenBLAS kernel (patch 0030), read from
+# darknet's choice of the OpenBLAS kernel (patch 0023), read from
 # `darknet selsync version` and from OpenBLAS itself (OPENBLAS_VERBOSE=2
 # prints "Core: NAME" each time it is loaded):
 #  - a user's OPENBLAS_CORETYPE is kept, and named;

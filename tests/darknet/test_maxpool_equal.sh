@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_maxpool_equal.sh MAXPOOL_CHECK MAXPOOL_CHECK_REFERENCE WORK_DIR
-# The optimised max pool (patch 0034) gives the reference loop's outputs and
+# The optimised max pool (patch 0024) gives the reference loop's outputs and
 # indexes bit for bit on finite inputs, and indexes inside their windows
 # with NaNs and infinities (tests/darknet/maxpool_check.c), on one thread and
 # on two.

@@ -20,7 +20,7 @@
 #  - DARKNET against stock: the same network table, lines, counters and
 #    files, no plugin text; losses agree to 1e-3 and the final weights to
 #    1e-4 (relative), as OpenBLAS and the series' loops round differently;
-#  - the series' one addition to the iteration line (patch 0029): the
+#  - the series' one addition to the iteration line (patch 0016): the
 #    elapsed time on every line, the time left on all but the last.
 set -u
 darknet=$(cd "$(dirname "$1")" && pwd)/$(basename "$1") src=$2 cache=$3 work=$4 openmp=${5:-1}

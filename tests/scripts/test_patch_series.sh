@@ -5,7 +5,14 @@
 # and a patch that does not apply is reported by name without changing the
 # tree. Every patch has a DEP-3 header; the series file's comment and blank
 # lines are skipped. A plugin built for another plugin interface version
-# (patch 0005) is refused before any of its code runs.
+# (patch 0012) is refused before any of its code runs.
+#
+# The series' shape: patches are numbered 0001, 0002, ... in series order;
+# they come in three groups, each opened by one comment line of series
+# ("# Upstream bug fixes ...", "# Extension points ...", "# Performance
+# ..."), in that order, each group once, no patch outside a group; and each
+# upstream fix applies alone to the pristine tree, so that it can be taken
+# without the others.
 set -u
 src=$1 cache=$2 work=$3
 rm -rf "$work"; mkdir -p "$work"
@@ -24,7 +31,42 @@ for name in $(names); do
     [ -z "$missing" ] && ok || bad "$name: no DEP-3$missing"
 done
 
+# Numbers: the Nth patch of series is numbered N (4 digits).
+i=0 misnumbered=
+for name in $(names); do
+    i=$((i + 1))
+    [ "${name%%-*}" = "$(printf '%04d' $i)" ] || misnumbered="$misnumbered $name"
+done
+[ -z "$misnumbered" ] && ok || bad "patch numbers not consecutive in series order:$misnumbered"
+
+# Groups: each patch's group is the last group comment above it; prints
+# "GROUP NAME" per patch, "GROUP" per group comment as "= GROUP".
+groups() {
+    sed -e 's/^[[:space:]]*//' -e 's/[[:space:]]*$//' -e '/^$/d' "$src/patches/series" | awk '
+        /^# Upstream bug fixes/ { g = "fix"; print "= " g; next }
+        /^# Extension points/   { g = "ext"; print "= " g; next }
+        /^# Performance/        { g = "perf"; print "= " g; next }
+        /^#/ { next }
+        { print (g == "" ? "none" : g), $0 }'
+}
+order=$(groups | sed -n 's/^= //p' | tr '\n' ' ')
+[ "$order" = "fix ext perf " ] && ok || bad "series groups are \"$order\", not \"fix ext perf\" once each"
+groups | grep -q '^none ' && bad "patches outside any group: $(groups | sed -n 's/^none //p' | tr '\n' ' ')" || ok
+fixes=$(groups | sed -n 's/^fix //p')
+[ -n "$fixes" ] && ok || bad "no upstream fixes in series"
+
 sh "$src/scripts/fetch-darknet.sh" "$work/pristine" "$cache" >/dev/null || { echo "FAIL fetch"; exit 1; }
+
+# Each upstream fix alone on a fresh pristine tree.
+mkdir -p "$work/alone"
+for name in $fixes; do
+    printf '%s\n' "$name" >"$work/alone/series"
+    cp "$src/patches/$name" "$work/alone/"
+    rm -rf "$work/alone-tree" && cp -a "$work/pristine" "$work/alone-tree"
+    sh "$src/scripts/apply-patches.sh" "$work/alone-tree" "$work/alone" >"$work/alone.out" 2>&1 \
+        && ok || { bad "upstream fix $name does not apply alone to the pristine tree"; sed 's/^/  /' "$work/alone.out"; }
+done
+rm -rf "$work/alone-tree"
 
 # One patch at a time: each applies and leaves a tree that builds.
 cp -a "$work/pristine" "$work/tree"
