@@ -37,13 +37,6 @@
 
 
 
-selsync_status engine_comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n)
-{
-    e->broken = 1;
-    return EFAIL(e, SELSYNC_ECOMM, "[selsync] step %" PRIu64 ": %s over %zu elements failed on rank %d: %s",
-                 e->step, what, n, e->rank, selsync_comm_error(&e->comm, st));
-}
-
 /* ---- create / destroy ---- */
 
 static selsync_status check_model(const selsync_model *m, char *err, size_t len)
@@ -226,20 +219,6 @@ void selsync_engine_destroy(selsync_engine *e)
 
 /* ---- one step ---- */
 
-/* Copies the STAT tensors (e.g. batch-norm running statistics) into the
- * kept copy (save) or back from it. */
-void engine_keep_stats(selsync_engine *e, int save)
-{
-    size_t off = 0;
-    if (!e->stats) return;
-    for (size_t i = 0; i < e->nt; i++)
-        if (e->t[i].kind == SELSYNC_TENSOR_STAT) {
-            float *kept = e->stats + off, *host = e->t[i].param;
-            memcpy(save ? kept : host, save ? host : kept, e->t[i].count * sizeof(float));
-            off += e->t[i].count;
-        }
-}
-
 /* on_nonfinite = skip, this rank's step is not finite: the host's update
  * applies no gradient (the gradients are zeroed) and the statistics the
  * forward pass changed are put back, so nothing of the bad batch stays. */
@@ -271,16 +250,6 @@ static void open_step(selsync_engine *e)
     e->bytes0 = e->comm.ops->bytes_sent(e->comm.ctx) - e->late_carry;
     e->late_carry = 0;
     if (e->comm.ops->step_begins) e->comm.ops->step_begins(e->comm.ctx, e->step);
-}
-
-selsync_status engine_check(selsync_engine *e, int in_step)
-{
-    if (e->broken) return SELSYNC_ECOMM; /* keep the first failure's message */
-    if (e->in_step != in_step)
-        return EFAIL(e, SELSYNC_ESTATE, "[selsync] step %" PRIu64 ": %s", e->step,
-                     in_step ? "selsync_engine_after_update without a preceding selsync_engine_before_update"
-                             : "selsync_engine_before_update or selsync_engine_finish in the middle of a step");
-    return SELSYNC_OK;
 }
 
 selsync_status selsync_engine_layer_ready(selsync_engine *e, size_t layer)
@@ -476,16 +445,6 @@ void selsync_engine_exclude_time(selsync_engine *e)
     double now = selsync_now();
     e->tot.t_excluded += now - e->t_mark;
     e->t_mark = now;
-}
-
-double selsync_engine_train_seconds(const selsync_engine *e)
-{
-    return e ? e->t_mark - e->t_start - e->tot.t_excluded : 0.0;
-}
-
-const char *selsync_decision_name(selsync_decision d)
-{
-    return d == SELSYNC_SYNC_STEP ? "sync" : d == SELSYNC_SKIP_STEP ? "skip" : "local";
 }
 
 /* ---- queries ---- */

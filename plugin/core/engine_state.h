@@ -82,7 +82,7 @@ struct selsync_engine {
  * so every state it writes can be restored. */
 #define MAX_RESTORED_COUNT (1ULL << 53)
 
-/* engine.c */
+/* engine_state.c */
 /* Marks the engine broken: a collective failed (what, over n elements). */
 selsync_status engine_comm_failed(selsync_engine *e, selsync_status st, const char *what, size_t n);
 /* Copies the STAT tensors into e->stats (save) or back (on_nonfinite = skip). */

@@ -5,6 +5,14 @@
 
 #include <string.h>
 
+/* An op's start: the gate, then the stall watch's name for it. */
+static selsync_status op_enter(mpi_ctx *c, const void *buf, size_t n, const char *op)
+{
+    selsync_status s = gate_check(c, buf, n, op);
+    if (s == SELSYNC_OK) stall_enter(c, op, 1);
+    return s;
+}
+
 /* n divisible by size, n / size <= INT_MAX: reduce-scatter from buf into the
  * scratch block, allgather the blocks back into buf. */
 static selsync_status rsb_direct(mpi_ctx *c, float *buf, size_t n)
@@ -73,7 +81,7 @@ static selsync_status rsb_sum(mpi_ctx *c, float *buf, size_t n)
 selsync_status comm_mpi_sum_f32(void *ctx, float *buf, size_t n)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_enter(c, buf, n, "sum_f32", 1);
+    selsync_status s = op_enter(c, buf, n, "sum_f32");
     if (s != SELSYNC_OK) return s;
     if (n == 0 || c->size == 1) return s;
     if (c->sum_alg == SELSYNC_MPI_SUM_RSB) return rsb_sum(c, buf, n);
@@ -107,6 +115,11 @@ selsync_status comm_mpi_sum_f32v(void *ctx, const selsync_segment *segs, size_t 
     if (s == SELSYNC_OK) stall_enter(c, "sum_f32v", 1);
     if (s != SELSYNC_OK || (s = ring_set_array(c, segs, nseg, &n)) != SELSYNC_OK || n == 0) return s;
     return sum_segments(c, segs, nseg, n, scale);
+}
+
+selsync_status comm_mpi_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+{
+    return gate_start_sum(ctx, comm_mpi_sum_f32v, segs, nseg, scale);
 }
 
 /* The growable arrays of one hand-out round, for m messages. */
@@ -218,7 +231,7 @@ static selsync_status allreduce_chunks(mpi_ctx *c, void *buf, size_t n, size_t e
 selsync_status comm_mpi_any(void *ctx, uint8_t *flags, size_t n)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_enter(c, flags, n, "any", 1);
+    selsync_status s = op_enter(c, flags, n, "any");
     if (s != SELSYNC_OK) return s;
     return allreduce_chunks(c, flags, n, sizeof(uint8_t), MPI_UINT8_T, MPI_BOR);
 }
@@ -226,7 +239,7 @@ selsync_status comm_mpi_any(void *ctx, uint8_t *flags, size_t n)
 selsync_status comm_mpi_sum_f64(void *ctx, double *buf, size_t n)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_enter(c, buf, n, "sum_f64", 1);
+    selsync_status s = op_enter(c, buf, n, "sum_f64");
     if (s != SELSYNC_OK) return s;
     return allreduce_chunks(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
 }
@@ -246,7 +259,7 @@ static unsigned binomial_children(mpi_ctx *c, int root)
 selsync_status comm_mpi_bcast(void *ctx, void *buf, size_t bytes, int root)
 {
     mpi_ctx *c = ctx;
-    selsync_status s = gate_enter(c, buf, bytes, "bcast", 1);
+    selsync_status s = op_enter(c, buf, bytes, "bcast");
     if (s != SELSYNC_OK) return s;
     if (root < 0 || root >= c->size) {
         ctx_error(c, "bcast: root %d out of range [0, %d)", root, c->size);

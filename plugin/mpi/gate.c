@@ -81,13 +81,6 @@ selsync_status gate_check(mpi_ctx *c, const void *buf, size_t n, const char *op)
 }
 
 /* Checks the segments (op: the name in messages). */
-selsync_status gate_enter(mpi_ctx *c, const void *buf, size_t n, const char *op, int collective)
-{
-    selsync_status s = gate_check(c, buf, n, op);
-    if (s == SELSYNC_OK) stall_enter(c, op, collective);
-    return s;
-}
-
 selsync_status gate_check_segments(mpi_ctx *c, const selsync_segment *segs, size_t nseg, const char *op)
 {
     selsync_status s = gate_check(c, segs, nseg, op);
@@ -157,7 +150,7 @@ static void *gate_background_main(void *arg)
         c->bg.count--;
         c->bg.busy = 1;
         pthread_mutex_unlock(&c->bg.mu);
-        if (st == SELSYNC_OK) st = comm_mpi_sum_f32v(c, job.segs, job.nseg, job.scale);
+        if (st == SELSYNC_OK) st = job.run(c, job.segs, job.nseg, job.scale);
         pthread_mutex_lock(&c->bg.mu);
         if (c->bg.failed == SELSYNC_OK) c->bg.failed = st;
         c->bg.busy = 0;
@@ -176,7 +169,7 @@ selsync_status gate_wait_started(mpi_ctx *c)
         c->draining = 1;
         for (; c->bg.count; c->bg.count--) {
             bg_sum job = c->bg.q[c->bg.head++];
-            if (c->bg.failed == SELSYNC_OK) c->bg.failed = comm_mpi_sum_f32v(c, job.segs, job.nseg, job.scale);
+            if (c->bg.failed == SELSYNC_OK) c->bg.failed = job.run(c, job.segs, job.nseg, job.scale);
         }
         c->draining = 0;
         return c->bg.failed;
@@ -211,9 +204,8 @@ void gate_stop_background(mpi_ctx *c)
  * op) on this thread: on one host a sum is the CPU's work (copies and adds
  * in shared memory), which a second thread, or sums between the layers of
  * the backward pass, would only take from the computation. */
-selsync_status comm_mpi_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale)
+selsync_status gate_start_sum(mpi_ctx *c, bg_sum_fn run, const selsync_segment *segs, size_t nseg, float scale)
 {
-    mpi_ctx *c = ctx;
     selsync_status s;
     int ok = c->active && (segs || nseg == 0);
     int deferred = !c->threads_ok || c->size == 1 || !c->background || (c->background < 0 && c->one_host);
@@ -243,7 +235,7 @@ selsync_status comm_mpi_sum_f32v_start(void *ctx, const selsync_segment *segs, s
         }
     }
     if (s == SELSYNC_OK) {
-        c->bg.q[c->bg.head + c->bg.count++] = (bg_sum){segs, nseg, scale};
+        c->bg.q[c->bg.head + c->bg.count++] = (bg_sum){run, segs, nseg, scale};
         pthread_cond_broadcast(&c->bg.cv);
     }
     pthread_mutex_unlock(&c->bg.mu);

@@ -55,8 +55,12 @@
 #define TAG_RING 0
 #define TAG_HAND_OUT 1
 
+/* How a queued sum runs: the sum_f32v op. */
+typedef selsync_status (*bg_sum_fn)(void *ctx, const selsync_segment *segs, size_t nseg, float scale);
+
 /* A started sum (sum_f32v_start) waiting in the background queue. */
 typedef struct bg_sum {
+    bg_sum_fn run;
     const selsync_segment *segs;
     size_t nseg;
     float scale;
@@ -160,15 +164,15 @@ selsync_status ctx_reserve(mpi_ctx *c, void **p, size_t *cap, size_t n, size_t e
 /* gate.c: the gate every op passes first, the background sums, aborts. */
 int gate_on_background(const mpi_ctx *c);
 selsync_status gate_check(mpi_ctx *c, const void *buf, size_t n, const char *op);
-/* gate_check, then stall_enter: where nothing else is checked between. */
-selsync_status gate_enter(mpi_ctx *c, const void *buf, size_t n, const char *op, int collective);
 selsync_status gate_check_segments(mpi_ctx *c, const selsync_segment *segs, size_t nseg, const char *op);
 selsync_status gate_wait_started(mpi_ctx *c);
 void gate_stop_background(mpi_ctx *c);
 void gate_abort_pending(mpi_ctx *c);
 _Noreturn void gate_end_job(int code);
 _Noreturn void gate_abort(mpi_ctx *c, int code, const char *message);
-selsync_status comm_mpi_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale);
+/* Queues run(segs, nseg, scale) for the background thread (or, without
+ * one, for the caller's next op); the segments are checked here. */
+selsync_status gate_start_sum(mpi_ctx *c, bg_sum_fn run, const selsync_segment *segs, size_t nseg, float scale);
 selsync_status comm_mpi_wait_sums(void *ctx);
 
 /* stall_watch.c: every wait on requests, watched for stalls. */
@@ -195,6 +199,7 @@ selsync_status links_setup(mpi_ctx *c, const char *mode);
 /* collectives.c and p2p.c: the ops of comm.h. */
 selsync_status comm_mpi_sum_f32(void *ctx, float *buf, size_t n);
 selsync_status comm_mpi_sum_f32v(void *ctx, const selsync_segment *segs, size_t nseg, float scale);
+selsync_status comm_mpi_sum_f32v_start(void *ctx, const selsync_segment *segs, size_t nseg, float scale);
 selsync_status comm_mpi_sum_f32v_among(void *ctx, const selsync_segment *segs, size_t nseg, float scale,
                                        const int *members, int k);
 selsync_status comm_mpi_any(void *ctx, uint8_t *flags, size_t n);
