@@ -33,7 +33,8 @@
  * classifier (the label found in the path), mAP@0.5 for a detector.
  *
  * A failure is fatal for the whole job: the message goes to stderr and the
- * transport aborts every rank (one process: this process exits non-zero). */
+ * transport aborts every rank; with one process the hook returns -1 and
+ * Darknet ends the program with a non-zero status (failed()). */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -102,9 +103,12 @@ static void report(const adapter *ad, const char *fmt, ...)
     va_end(ap);
 }
 
-/* Ends the job: the transport aborts every rank; with one process it
- * returns and this process exits. */
-static void fatal(adapter *ad, const char *fmt, ...)
+/* A failure that ends the job: the transport prints the message and aborts
+ * every rank (it does not return); with one process it prints it and
+ * returns -1, which the caller passes up to Darknet (an event hook's
+ * negative return ends the program with a non-zero status). */
+static int failed(adapter *ad, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int failed(adapter *ad, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -112,13 +116,13 @@ static void fatal(adapter *ad, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     selsync_comm_abort(&ad->comm, EXIT_FAILURE, msg);
-    exit(EXIT_FAILURE);
+    return -1;
 }
 
-/* Ends the job after a failed session call. */
-static void check(attachment *a, selsync_status st)
+/* A session call's status: 0, or its failure (failed()). */
+static int check(attachment *a, selsync_status st)
 {
-    if (st) fatal(a->ad, "%s", selsync_session_error(a->session));
+    return st ? failed(a->ad, "%s", selsync_session_error(a->session)) : 0;
 }
 
 /* --- checkpoints ---------------------------------------------------------------- */
@@ -161,8 +165,8 @@ static int save_checkpoint_model(void *user, const char *path)
 /* BACKUP/PREFIX CFGNAME SUFFIX into path, BACKUP being backup= of the data
  * file (Darknet's default otherwise): where rank 0 writes the checkpoint
  * and the training chart. */
-static void backup_file(attachment *a, const train_plan *plan, const char *prefix, const char *suffix, char *path,
-                        size_t len)
+static int backup_file(attachment *a, const train_plan *plan, const char *prefix, const char *suffix, char *path,
+                       size_t len)
 {
     list *options = plan->datacfg ? read_data_cfg(plan->datacfg) : NULL;
     const char *backup = options ? option_find_str(options, "backup", "/backup/") : "backup";
@@ -170,49 +174,56 @@ static void backup_file(attachment *a, const train_plan *plan, const char *prefi
     int n = snprintf(path, len, "%s/%s%s%s", backup, prefix, base, suffix);
     free(base);
     if (options) free_data_cfg(options);
-    if (n < 0 || (size_t)n >= len) fatal(a->ad, "%s: the path of %s%s%s in the backup folder is too long",
-                                         a->cfg.file, prefix, "CFGNAME", suffix);
+    if (n < 0 || (size_t)n >= len)
+        return failed(a->ad, "%s: the path of %s%s%s in the backup folder is too long", a->cfg.file, prefix,
+                      "CFGNAME", suffix);
+    return 0;
 }
 
 /* --- training data ------------------------------------------------------------- */
 
 /* A classifier reads label i of its labels= file for every class i below
  * classes=: a shorter file is refused (on every rank) before any load. */
-static void check_labels(attachment *a, const train_plan *plan)
+static int check_labels(attachment *a, const train_plan *plan)
 {
-    if (!plan->labels || !plan->datacfg) return;
+    if (!plan->labels || !plan->datacfg) return 0;
     list *options = read_data_cfg(plan->datacfg);
     char *file = option_find_str(options, "labels", "data/labels.list");
     list *lines = get_paths(file);
     int n = lines->size;
     free_ptrs(list_to_array(lines), n);
     free_list(lines);
-    if (n < plan->classes)
-        fatal(a->ad, "%s: classes=%d, but its labels file %s has %d line%s; every class needs a label",
-              plan->datacfg, plan->classes, file, n, n == 1 ? "" : "s");
+    int st = n < plan->classes ? failed(a->ad, "%s: classes=%d, but its labels file %s has %d line%s; every class "
+                                        "needs a label", plan->datacfg, plan->classes, file, n, n == 1 ? "" : "s")
+                               : 0;
     free_data_cfg(options);
+    return st;
 }
 
-/* Every training file's class (-1: none), malloc'd. */
-static int *classes_of(attachment *a, const train_plan *plan)
+/* Every training file's class (-1: none) into *out, malloc'd. */
+static int classes_of(attachment *a, const train_plan *plan, int **out)
 {
     char err[4096];
-    int *labels = malloc((plan->n ? (size_t)plan->n : 1) * sizeof *labels);
-    if (!labels) fatal(a->ad, "out of memory");
+    int *labels = *out = malloc((plan->n ? (size_t)plan->n : 1) * sizeof *labels);
+    if (!labels) return failed(a->ad, "out of memory");
     for (int i = 0; i < plan->n; ++i)
         if ((labels[i] = darknet_class_of(plan->paths[i], plan->labels, plan->classes, err, sizeof err)) == -2)
-            fatal(a->ad, "%s", err);
-    return labels;
+            return failed(a->ad, "%s", err);
+    return 0;
 }
 
 /* Puts the plan's files in order first in paths (so paths still holds them
  * all) and narrows the trainer's list to them. */
-static void keep_files(attachment *a, train_plan *plan, const selsync_plan *mine)
+static int keep_files(attachment *a, train_plan *plan, const selsync_plan *mine)
 {
     size_t n = (size_t)plan->n, k = 0;
     char **copy = malloc(n * sizeof *copy);
     uint8_t *taken = calloc(n, 1);
-    if (!copy || !taken) fatal(a->ad, "out of memory");
+    if (!copy || !taken) {
+        free(copy);
+        free(taken);
+        return failed(a->ad, "out of memory");
+    }
     for (size_t i = 0; i < mine->count; ++i) {
         copy[k++] = plan->paths[mine->order[i]];
         taken[mine->order[i]] = 1;
@@ -223,6 +234,7 @@ static void keep_files(attachment *a, train_plan *plan, const selsync_plan *mine
     plan->n = (int)mine->count;
     free(taken);
     free(copy);
+    return 0;
 }
 
 /* seldp: the loaders read this rank's list in order, chunk after chunk. */
@@ -248,11 +260,11 @@ static int ignore_section(network *net, const char *cfgfile, int line, const cfg
 
 /* Rank 0 with eval_every: builds the evaluator from the plan's data file
  * (valid=); a held-out list that cannot be scored is refused now. */
-static void eval_prepare(attachment *a, const train_plan *plan)
+static int eval_prepare(attachment *a, const train_plan *plan)
 {
     adapter *ad = a->ad;
     evaluator *ev = calloc(1, sizeof *ev);
-    if (!ev) fatal(ad, "out of memory");
+    if (!ev) return failed(ad, "out of memory");
     a->eval = ev;
     ev->labels = plan->labels;
     ev->classes = plan->classes;
@@ -260,23 +272,23 @@ static void eval_prepare(attachment *a, const train_plan *plan)
     list *options = plan->datacfg ? read_data_cfg(plan->datacfg) : NULL;
     char *valid = options ? option_find_str(options, "valid", NULL) : NULL;
     if (!valid)
-        fatal(ad, "%s:%d: [selsync] eval_every needs valid= (the held-out list) in %s", a->cfg.file,
+        return failed(ad, "%s:%d: [selsync] eval_every needs valid= (the held-out list) in %s", a->cfg.file,
               a->cfg.line[SELSYNC_KEY_EVAL_EVERY], datacfg);
     FILE *probe = fopen(valid, "r");
     if (!probe)
-        fatal(ad, "%s:%d: [selsync] eval_every: cannot read the held-out list %s named by %s: %s", a->cfg.file,
+        return failed(ad, "%s:%d: [selsync] eval_every: cannot read the held-out list %s named by %s: %s", a->cfg.file,
               a->cfg.line[SELSYNC_KEY_EVAL_EVERY], valid, datacfg, strerror(errno));
     fclose(probe);
     list *plist = get_paths(valid);
     ev->paths = (char **)list_to_array(plist);
     ev->n = plist->size;
     free_list(plist);
-    if (ev->n == 0) fatal(ad, "%s: the held-out list %s is empty", datacfg, valid);
+    if (ev->n == 0) return failed(ad, "%s: the held-out list %s is empty", datacfg, valid);
     if (!ev->labels) { /* mAP needs boxes: known now, not at the first evaluation */
         if (darknet_read_truths(ev->paths, ev->n, ev->classes, &ev->truth, &ev->n_truth))
-            fatal(ad, "%s: the held-out list %s cannot be evaluated", datacfg, valid);
+            return failed(ad, "%s: the held-out list %s cannot be evaluated", datacfg, valid);
         if (ev->n_truth == 0)
-            fatal(ad, "%s: the label files of the held-out list %s (%d images) hold no ground-truth box, so "
+            return failed(ad, "%s: the label files of the held-out list %s (%d images) hold no ground-truth box, so "
                   "mAP@0.5 is undefined; list images with boxes, or drop eval_every", datacfg, valid, ev->n);
     }
     set_cfg_section_handler(SECTION, ignore_section, NULL);
@@ -284,13 +296,14 @@ static void eval_prepare(attachment *a, const train_plan *plan)
     set_cfg_section_handler(SECTION, on_selsync_section, ad);
     set_batch_network(ev->net, 1);
     if (darknet_map_network(ev->net, &ev->tensors, &ev->n_tensors) || ev->n_tensors != a->n_tensors)
-        fatal(ad, "%s: could not build the evaluation copy of the network", a->cfg.file);
+        return failed(ad, "%s: could not build the evaluation copy of the network", a->cfg.file);
     if (ev->labels && ev->net->outputs < ev->classes) /* top-1 reads one output per class */
-        fatal(ad, "%s: the network has %d outputs, fewer than the %d classes of %s", a->cfg.file,
+        return failed(ad, "%s: the network has %d outputs, fewer than the %d classes of %s", a->cfg.file,
               ev->net->outputs, ev->classes, datacfg);
     report(ad, "evaluation: %s of the consensus model every %d steps on %d held-out images (%s)",
            ev->labels ? "top1" : "map50", a->cfg.eval_every, ev->n, valid);
     free_data_cfg(options);
+    return 0;
 }
 
 static void free_evaluator(evaluator *ev)
@@ -332,7 +345,7 @@ static void hash_section(const char *type, int line, const cfg_option *options, 
     }
 }
 
-static void on_loaded(attachment *a, const char *weights)
+static int on_loaded(attachment *a, const char *weights)
 {
     int marked = a->ad->rank == 0 && weights && *weights && has_checkpoint_mark(weights);
     selsync_model model = {a->tensors, a->n_tensors, (size_t)a->net->n, a->net->momentum != 0,
@@ -342,7 +355,7 @@ static void on_loaded(attachment *a, const char *weights)
     if (gethostname(host, sizeof host - 1) != 0) snprintf(host, sizeof host, "?");
     visit_cfg_sections(a->cfg.file, hash_section, &cfg_hash);
     selsync_identity id = {host, SELSYNC_BUILD_ID, cfg_hash, darknet_layout_hash(a->net, a->tensors, a->n_tensors)};
-    check(a, selsync_session_load(a->session, &model, &id, weights, marked));
+    return check(a, selsync_session_load(a->session, &model, &id, weights, marked));
 }
 
 /* The training list's content: its paths, in order. */
@@ -353,20 +366,23 @@ static uint64_t list_hash(const train_plan *plan)
     return h;
 }
 
-static void on_train_begin(attachment *a, train_plan *plan)
+static int on_train_begin(attachment *a, train_plan *plan)
 {
     adapter *ad = a->ad;
+    int *labels = NULL;
     if (plan->datacfg && plan->n == 0) { /* a trainer's list (a host without one passes no data file) */
         list *options = read_data_cfg(plan->datacfg);
-        fatal(ad, "%s: the training list %s is empty", plan->datacfg,
-              option_find_str(options, "train", "(train= not set)"));
+        return failed(ad, "%s: the training list %s is empty", plan->datacfg,
+                      option_find_str(options, "train", "(train= not set)"));
     }
-    check_labels(a, plan);
-    if (a->cfg.eval_every > 0 && ad->rank == 0) eval_prepare(a, plan);
-    if (a->cfg.checkpoint_every > 0)
-        backup_file(a, plan, "", "_checkpoint.weights", a->checkpoint, sizeof a->checkpoint);
-    if (a->cfg.chart_every > 0) backup_file(a, plan, "chart_", ".png", a->chart, sizeof a->chart);
-    int *labels = classes_of(a, plan);
+    if (check_labels(a, plan) || (a->cfg.eval_every > 0 && ad->rank == 0 && eval_prepare(a, plan)) ||
+        (a->cfg.checkpoint_every > 0 &&
+         backup_file(a, plan, "", "_checkpoint.weights", a->checkpoint, sizeof a->checkpoint)) ||
+        (a->cfg.chart_every > 0 && backup_file(a, plan, "chart_", ".png", a->chart, sizeof a->chart)) ||
+        classes_of(a, plan, &labels)) {
+        free(labels);
+        return -1;
+    }
     selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
                          .step = get_current_batch(a->net),
@@ -375,8 +391,9 @@ static void on_train_begin(attachment *a, train_plan *plan)
                          .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint,
                          .chart = a->chart, .note = gemm_kernel(), .chart_drawer = selsync_chart_gnuplot()};
     selsync_plan mine;
-    check(a, selsync_session_begin(a->session, &data, &mine));
+    int st = check(a, selsync_session_begin(a->session, &data, &mine));
     free(labels);
+    if (st) return st;
     if (mine.console && ad->rank != 0 && ad->console >= 0) { /* with ssp the first worker shows the iterations */
         fflush(stdout);
         if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
@@ -389,29 +406,35 @@ static void on_train_begin(attachment *a, train_plan *plan)
     if (mine.serve_only) { /* the server: no loop; it serves at TRAIN_END */
         *a->net->seen = (size_t)a->net->max_batches * a->net->batch * a->net->subdivisions;
         plan->threads = 1; /* the trainer still loads one batch */
-        return;
+        return 0;
     }
-    if (plan->n > 0) keep_files(a, plan, &mine);
+    if (plan->n > 0 && keep_files(a, plan, &mine)) return -1;
     if (mine.sequential) set_path_sampler(next_in_order, a);
     a->sampler = mine.sequential;
     plan->images = mine.images;
+    return 0;
 }
 
 /* Injection: replaces this step's batch of own images by a full batch,
  * completed with the samples the chosen senders share. */
-static void on_batch_loaded(attachment *a, data *d)
+static int on_batch_loaded(attachment *a, data *d)
 {
-    if (!selsync_session_injects(a->session)) return;
+    if (!selsync_session_injects(a->session)) return 0;
     size_t in = (size_t)d->X.cols, out = (size_t)d->y.cols, row = in + out;
     int loaded = d->X.rows, batch;
     float *rows = malloc((size_t)(loaded > 0 ? loaded : 1) * row * sizeof *rows), *full;
-    if (!rows || d->y.rows != loaded) fatal(a->ad, "injection: out of memory, or a batch of %d images with %d "
-                                            "labels", loaded, d->y.rows);
+    if (!rows || d->y.rows != loaded) {
+        free(rows);
+        return failed(a->ad, "injection: out of memory, or a batch of %d images with %d labels", loaded, d->y.rows);
+    }
     for (int i = 0; i < loaded; ++i) {
         memcpy(rows + i * row, d->X.vals[i], in * sizeof(float));
         memcpy(rows + i * row + in, d->y.vals[i], out * sizeof(float));
     }
-    check(a, selsync_session_batch_loaded(a->session, rows, loaded, row, &full, &batch));
+    if (check(a, selsync_session_batch_loaded(a->session, rows, loaded, row, &full, &batch))) {
+        free(rows);
+        return -1;
+    }
     data filled = *d;
     filled.shallow = 0;
     filled.X = make_matrix(batch, (int)in);
@@ -424,6 +447,7 @@ static void on_batch_loaded(attachment *a, data *d)
     *d = filled;
     free(full);
     free(rows);
+    return 0;
 }
 
 static void on_iteration_printed(attachment *a, FILE *out)
@@ -433,32 +457,32 @@ static void on_iteration_printed(attachment *a, FILE *out)
     fputs(text, out);
 }
 
-static void on_train_end(attachment *a)
+static int on_train_end(attachment *a)
 {
     if (a->sampler) set_path_sampler(NULL, NULL);
     a->sampler = 0;
-    check(a, selsync_session_end(a->session, stderr));
+    return check(a, selsync_session_end(a->session, stderr));
 }
 
+/* 0 to go on; BEFORE_SAVE: 1 skips the save; -1: failed (failed()). */
 static int on_event(network *net, network_event event, void *arg, void *user)
 {
     attachment *a = user;
     switch (event) {
-    case NETWORK_LOADED: on_loaded(a, arg); break;
-    case TRAIN_BEGIN: on_train_begin(a, arg); break;
+    case NETWORK_LOADED: return on_loaded(a, arg);
+    case TRAIN_BEGIN: return on_train_begin(a, arg);
     case BEFORE_UPDATE:
-        check(a, selsync_session_before_update(a->session, *net->cost, ((update_args *)arg)->learning_rate));
-        break;
-    case AFTER_UPDATE: check(a, selsync_session_after_update(a->session)); break;
-    case BATCH_REQUESTED: selsync_session_batch_requested(a->session, arg); break;
-    case BATCH_LOADED: on_batch_loaded(a, arg); break;
-    case ITERATION_PRINTED: on_iteration_printed(a, arg); break;
-    case TRAIN_END: on_train_end(a); break;
+        return check(a, selsync_session_before_update(a->session, *net->cost, ((update_args *)arg)->learning_rate));
+    case AFTER_UPDATE: return check(a, selsync_session_after_update(a->session));
+    case BATCH_REQUESTED: selsync_session_batch_requested(a->session, arg); return 0;
+    case BATCH_LOADED: return on_batch_loaded(a, arg);
+    case ITERATION_PRINTED: on_iteration_printed(a, arg); return 0;
+    case TRAIN_END: return on_train_end(a);
     case BEFORE_SAVE: return a->ad->rank != 0; /* only rank 0 writes */
     case LAYER_BACKWARD_DONE: /* train_network_datum updates after the batch's last subdivision */
         if (((*net->seen) / net->batch) % net->subdivisions == 0)
-            check(a, selsync_session_layer_ready(a->session, (size_t)*(int *)arg));
-        break;
+            return check(a, selsync_session_layer_ready(a->session, (size_t)*(int *)arg));
+        return 0;
     }
     return 0;
 }
@@ -572,7 +596,7 @@ const int darknet_plugin_api_version = DARKNET_PLUGIN_API_VERSION;
 
 int darknet_plugin_init(int *argc, char ***argv)
 {
-    char err[512];
+    char err[512] = "";
     adapter *ad = calloc(1, sizeof *ad);
     if (!ad) {
         report(NULL, "out of memory");
@@ -586,13 +610,12 @@ int darknet_plugin_init(int *argc, char ***argv)
     }
     ad->rank = selsync_comm_rank(&ad->comm);
     ad->world = selsync_comm_size(&ad->comm);
-    if (start_virtual_time(ad, err, sizeof err)) {
-        report(ad, "%s", err);
-        fatal(ad, "plugin start failed");
-    }
-    if (set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
-        report(ad, "could not register the " SECTION " section handler");
-        fatal(ad, "plugin start failed");
+    if (start_virtual_time(ad, err, sizeof err) ||
+        set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
+        failed(ad, "plugin start failed: %s", err[0] ? err : "could not register the " SECTION " section handler");
+        selsync_mpi_finalize();
+        free(ad);
+        return EXIT_FAILURE;
     }
     /* one console: the other ranks keep stderr for their errors only (and
      * stdout for later, should they become the console: ssp) */

@@ -4,7 +4,8 @@
  * effective batch (every `subdivisions` calls of train_network_datum);
  * BEFORE_SAVE can veto a save. Hooks added with add_network_hook run in the
  * order they were added, each for the events of its mask only, and a veto
- * from any of them skips the save. */
+ * from any of them skips the save. A hook's negative return ends the
+ * program with EXIT_FAILURE before the hooks after it run. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "darknet.h"
@@ -227,6 +229,41 @@ static void test_a_veto_from_any_hook_skips_the_save(void **state)
     free_network(net);
 }
 
+static int failing_hook(network *net, network_event event, void *arg, void *user)
+{
+    (void)net, (void)event, (void)arg, (void)user;
+    return -1;
+}
+
+/* In a child: a hook that fails ends the program with EXIT_FAILURE at once;
+ * the hook added after it does not run (it would exit 0). */
+static int exit_zero_hook(network *net, network_event event, void *arg, void *user)
+{
+    (void)net, (void)event, (void)arg, (void)user;
+    _exit(0);
+}
+
+static void test_a_failing_hook_ends_the_program(void **state)
+{
+    (void)state;
+    network *net = tiny_network();
+    assert_int_equal(add_network_hook(net, failing_hook, NULL, NETWORK_EVENT_BIT(TRAIN_END)), 0);
+    assert_int_equal(add_network_hook(net, exit_zero_hook, NULL, NETWORK_EVENT_BIT(TRAIN_END)), 0);
+    assert_int_equal(report_network_event(net, TRAIN_BEGIN, NULL), 0); /* in no mask: nothing happens */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        report_network_event(net, TRAIN_END, NULL);
+        _exit(77); /* not reached */
+    }
+    int ws = 0;
+    assert_int_equal(waitpid(pid, &ws, 0), pid);
+    assert_true(WIFEXITED(ws));
+    assert_int_equal(WEXITSTATUS(ws), EXIT_FAILURE);
+    free_network(net);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +272,7 @@ int main(void)
         cmocka_unit_test(test_hooks_run_in_order_for_their_events),
         cmocka_unit_test(test_a_hook_set_directly_stays_first),
         cmocka_unit_test(test_a_veto_from_any_hook_skips_the_save),
+        cmocka_unit_test(test_a_failing_hook_ends_the_program),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
