@@ -281,7 +281,7 @@ static const struct key_info {
     [SELSYNC_KEY_MAX_LOCAL] = {p_max_local, SELSYNC_ONLY, "an integer from 0 to 1000000 (0 = no bound)"},
     [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
-    [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "0, 1"},
+    [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
     [SELSYNC_KEY_SYNC_BN_STATS] = {p_sync_bn, ALL_METHODS, "0, 1"},
     [SELSYNC_KEY_FEDAVG_INTERVAL] = {p_fedavg_interval, BIT(SELSYNC_METHOD_FEDAVG), "an integer from 1 to 1000000"},
@@ -460,11 +460,12 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
         return SELSYNC_ECONFIG;
     }
     /* Where parameters are averaged, the average applied one step late is
-     * the default for selsync, whose averages are few, and not for bsp,
-     * which averages every step and learned less per step with it
+     * the default for selsync and fedavg, whose averages are few (alike, so
+     * that a comparison credits selectivity and overlap apart), and not for
+     * bsp, which averages every step and learned less per step with it
      * (docs/performance.md). */
     if (cfg->line[SELSYNC_KEY_OVERLAP] <= 0 && cfg->aggregate == SELSYNC_AGGREGATE_PARAMS)
-        cfg->overlap = cfg->method == SELSYNC_METHOD_SELSYNC;
+        cfg->overlap = cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG;
     if (cfg->overlap && cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP) {
         if (cfg->line[SELSYNC_KEY_OVERLAP] > 0) {
             head(&m, cfg, cfg->line[SELSYNC_KEY_OVERLAP]);

@@ -826,6 +826,32 @@ static void test_parameter_average_one_step_late(void **state)
     assert_int_equal(tot.late_averages, 3);
 }
 
+/* fedavg with overlap (its default, as selsync's): each round's average
+ * starts after its update and is applied by the next step; the rounds and
+ * bytes are fedavg's. With fedavg_fraction < 1 (members only) the average
+ * is at once. */
+static void test_fedavg_average_one_step_late(void **state)
+{
+    fx *f = *state;
+    selsync_totals tot;
+    use_async_mock(f);
+    f->cfg.method = SELSYNC_METHOD_FEDAVG;
+    f->cfg.fedavg_interval = 2;
+    make(f);
+    assert_int_equal(f->cfg.overlap, 1);
+    for (int s = 0; s < 6; s++) {
+        const selsync_step *x = step(f);
+        assert_int_equal(x->decision, s % 2 == 1 ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+        assert_int_equal(f->mock.start_calls, (s + 1) / 2); /* started after each round's update */
+        assert_int_equal(f->mock.wait_calls, s / 2);         /* applied by the step after it */
+    }
+    assert_int_equal(selsync_engine_finish(f->e), SELSYNC_OK);
+    assert_int_equal(f->mock.wait_calls, 3); /* the pending round first */
+    selsync_engine_get_totals(f->e, &tot);
+    assert_int_equal(tot.late_averages, 3);
+    assert_int_equal(tot.synced_steps, 3);
+}
+
 /* With overlap = 0, or without a background sum, the average is at once. */
 static void test_parameter_average_at_once(void **state)
 {
@@ -1544,6 +1570,7 @@ int main(void)
         T(test_overlap_only_where_the_step_is_known_to_sync),
         T(test_overlap_failure),
         T(test_parameter_average_one_step_late),
+        T(test_fedavg_average_one_step_late),
         T(test_parameter_average_at_once),
         T(test_fedavg_members),
         T(test_fedavg_all_ranks),
