@@ -95,7 +95,7 @@ def options(argv):
     bad = [s for s in a.suites if s not in SUITES]
     if bad or not a.suites:
         p.error("--suites: unknown %s; choose from %s" % (", ".join(bad) or "(none)", ", ".join(SUITES)))
-    known = [k for k, _, _ in methods(a.steps)] + [k for k, _, _ in methods(a.det_steps)]
+    known = [k for k, _, _ in methods(a.steps, True)] + [k for k, _, _ in methods(a.det_steps, True)]
     a.methods = [m for m in a.methods.split(",") if m]
     a.shm_methods = [] if a.shm_methods == "none" else [m for m in a.shm_methods.split(",") if m]
     for m in a.methods + a.shm_methods:

@@ -12,8 +12,9 @@ from .common import CLUSTER, clock, fail, write
 from .data import base_cfg, run_cfg
 from .metrics import collect
 
-def methods(steps):
-    """(key, label, [selsync] settings) of every method, for a step budget."""
+def methods(steps, extra=False):
+    """(key, label, [selsync] settings) of every method, for a step budget;
+    extra: also the frontier's (scripts/frontier.py), run only when named."""
     a = max(2, steps // 4)
     b = a // 2
     out = [("bsp", "BSP", {"method": "bsp"}),
@@ -40,6 +41,12 @@ def methods(steps):
             key = "selsync-%s%s" % (d, "-layer" if gran == "layer" else "")
             label = "SelSync δ=%s%s" % (d, ", per layer" if gran == "layer" else "")
             out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran}))
+    if extra:
+        for k in (2, 8, 16):
+            out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
+        for t in ("0.05", "0.25", "0.5"):
+            out.append(("selsync-target-%s" % t, "SelSync, δ adapted to %g %% synchronised steps" % (100 * float(t)),
+                        {"method": "selsync", "delta": "0.3", "target_sync": t}))
     seen = set()  # a budget of 16 steps makes fedavg-A Darknet's fedavg-4: once
     return [m for m in out if not (m[0] in seen or seen.add(m[0]))]
 
@@ -87,9 +94,9 @@ def plan(args, net_main):
         s = args.all_suites[skey]
         steps = args.det_steps if s.detector else args.steps
         every = args.det_eval_every if s.detector else args.eval_every
-        ms = methods(steps)
-        if args.quick and skey != "iid":
-            # quick: one method of each kind beyond the iid setting
+        ms = methods(steps, extra=bool(args.methods))
+        if args.quick and skey != "iid" and not args.methods:
+            # quick: one method of each kind beyond the iid setting (unless named)
             ms = [m for m in ms if m[0] in ("bsp", ms[1][0], "ssp-100", "local", "selsync-0.3", "selsync-0.3-layer")]
         for key, label, st in ms:
             if s.inject and st["method"] == "ssp":

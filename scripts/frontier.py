@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""The accuracy-communication frontier of one workload: every method of a
+grid, with several seeds, in virtual time; final held-out score against
+bytes sent per rank and against training time, mean and spread over the
+seeds. Resumable: a run whose results are there is not run again.
+
+Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
+           [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
+           [--bandwidth RATE] [--jobs J] [--quick] [--results DIR]
+
+Each (seed, method) is one scripts/compare-methods.py --virtual run (each
+rank a machine of its own on the modelled network, whatever the cores here)
+in RESULTS/seed-S/METHOD/; a run is done when its summary.tsv is there, so
+the command run again goes on where it stopped (a run cut short starts
+again). Progress goes to stdout, one line per run with the time left
+estimated from the runs so far: run it with nohup and a log.
+
+The grid (--methods): BSP; FedAvg every 2, 4, 8 and 16 steps; SelSync over
+delta (0.05, 0.1, 0.3, 0.5) and over target_sync (0.05, 0.1, 0.25, 0.5),
+the shares of synchronised steps that delta is adapted to. The seed sets
+the data order and partition; every run of a seed starts from the same
+initial weights.
+
+Written to RESULTS/: frontier.tsv (one row per run), frontier.md (per method
+the mean and sample standard deviation of the final score over the seeds,
+its bytes per rank, training time and synchronised share, and which
+differences to BSP's mean lie inside the seeds' spread), frontier.png (the
+two plots, with error bars).
+
+--quick: 2 ranks, compare-methods' quick budget (4 steps, batch 8), seeds
+1,2, methods bsp,fedavg-2: the test of the script, not a measurement.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
+GRID = ("bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,selsync-0.05,selsync-0.1,selsync-0.3,selsync-0.5,"
+        "selsync-target-0.05,selsync-target-0.1,selsync-target-0.25,selsync-target-0.5")
+
+
+def fail(msg):
+    print("frontier: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def options():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--suite", default="wide", help="a compare-methods suite (default wide)")
+    ap.add_argument("--ranks", type=int, help="ranks of every run (default 16; quick 2)")
+    ap.add_argument("--seeds", help="comma-separated seeds (default 1,2,3; quick 1,2)")
+    ap.add_argument("--methods", help="compare-methods' method keys (default: the grid above)")
+    ap.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
+    ap.add_argument("--batch", type=int, default=32, help="images per rank and step (default 32)")
+    ap.add_argument("--eval-images", type=int, default=10000,
+                    help="held-out images of every evaluation (default 10000: all of Fashion-MNIST's test set)")
+    ap.add_argument("--bandwidth", default="1gbit")
+    ap.add_argument("--jobs", type=int, default=1, help="runs at the same time (compare-methods --jobs)")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--results", default=os.path.join(ROOT, "results", "frontier"),
+                    help="the folder of this frontier (default results/frontier); run again, it resumes")
+    a = ap.parse_args()
+    a.ranks = a.ranks or (2 if a.quick else 16)
+    try:
+        a.seeds = [int(s) for s in (a.seeds or ("1,2" if a.quick else "1,2,3")).split(",")]
+    except ValueError:
+        fail("--seeds takes comma-separated integers, e.g. 1,2,3")
+    a.methods = [m for m in (a.methods or ("bsp,fedavg-2" if a.quick else GRID)).split(",") if m]
+    if a.ranks < 2 or min(a.steps, a.batch, a.jobs, a.eval_images) < 1 or not a.seeds or not a.methods:
+        fail("--ranks must be >= 2; --steps, --batch, --jobs, --eval-images >= 1; at least one seed and method")
+    return a
+
+
+def run_one(a, seed, method, folder):
+    """compare-methods for one (seed, method) into folder; the summary.tsv of
+    its results folder."""
+    os.makedirs(folder, exist_ok=True)
+    for old in os.listdir(folder):  # a run cut short starts again
+        path = os.path.join(folder, old)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+    cmd = [sys.executable, COMPARE, "--virtual", "--ranks", str(a.ranks), "--suites", a.suite,
+           "--methods", method, "--seed", str(seed), "--bandwidth", a.bandwidth, "--results", folder]
+    cmd += ["--quick"] if a.quick else ["--steps", str(a.steps), "--batch", str(a.batch),
+                                       "--eval-images", str(a.eval_images), "--det-eval-images", str(a.eval_images),
+                                       "--det-steps", str(a.steps)]
+    log = os.path.join(folder, "compare.log")
+    with open(log, "w") as f:
+        if subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT):
+            fail("seed %d, %s failed; see %s" % (seed, method, log))
+    found = [d for d in os.listdir(folder) if os.path.exists(os.path.join(folder, d, "summary.tsv"))]
+    if len(found) != 1:
+        fail("expected one results folder in %s, found %s" % (folder, found))
+    return os.path.join(folder, found[0], "summary.tsv")
+
+
+def summary_of(folder):
+    """The summary.tsv of a finished run in folder, or None."""
+    if not os.path.isdir(folder):
+        return None
+    for d in sorted(os.listdir(folder)):
+        path = os.path.join(folder, d, "summary.tsv")
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def read_row(a, path, method):
+    with open(path) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            r = dict(zip(head, line.rstrip("\n").split("\t")))
+            if r["suite"] == a.suite and r["method"] == method:
+                return r
+    fail("%s has no row for %s on %s" % (path, method, a.suite))
+
+
+def spread(xs):
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def plot(out, stats):
+    gnuplot = shutil.which("gnuplot")
+    if not gnuplot:
+        fail("gnuplot is missing: scripts/install-deps.sh installs it (Debian package gnuplot-nox)")
+    with open(os.path.join(out, "frontier.dat"), "w") as f:
+        for s in stats:
+            f.write("%s\t%.6f\t%.6f\t%.6f\t%.3f\n" % (s["method"], s["mb"], s["final"], s["sd"], s["time"]))
+    script = ("set terminal pngcairo size 1400,560 noenhanced font ',10'\nset output 'frontier.png'\n"
+              "set multiplot layout 1,2 title 'final held-out score, mean and sd over the seeds'\nset grid\n"
+              "set key off\nset datafile separator '\\t'\nset ylabel 'final score'\n"
+              "set xlabel 'MB sent per rank'\nset logscale x\n"
+              "plot 'frontier.dat' using 2:3:4 with yerrorbars pt 7, '' using 2:3:1 with labels offset 0,1 font ',8'\n"
+              "unset logscale x\nset xlabel 'training time (s, virtual)'\n"
+              "plot 'frontier.dat' using 5:3:4 with yerrorbars pt 7, '' using 5:3:1 with labels offset 0,1 font ',8'\n"
+              "unset multiplot\n")
+    with open(os.path.join(out, "frontier.gp"), "w") as f:
+        f.write(script)
+    p = subprocess.run([gnuplot, "frontier.gp"], cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if p.returncode or not os.path.exists(os.path.join(out, "frontier.png")):
+        fail("gnuplot failed on %s/frontier.gp:\n%s" % (out, p.stdout[-2000:]))
+
+
+def main():
+    a = options()
+    out = os.path.abspath(a.results)
+    os.makedirs(out, exist_ok=True)
+    todo = [(s, m) for s in a.seeds for m in a.methods]
+    print("frontier: %s, %d ranks, virtual time at %s, seeds %s, %d runs; results in %s"
+          % (a.suite, a.ranks, a.bandwidth, ",".join(map(str, a.seeds)), len(todo), out), flush=True)
+    rows, took = [], []
+    for i, (seed, method) in enumerate(todo):
+        folder = os.path.join(out, "seed-%d" % seed, method)
+        path = summary_of(folder)
+        if path:
+            print("  [%d/%d] seed %d %s: done before" % (i + 1, len(todo), seed, method), flush=True)
+        else:
+            t0 = time.time()
+            path = run_one(a, seed, method, folder)
+            took.append(time.time() - t0)
+            left = statistics.mean(took) * sum(1 for s, m in todo[i + 1:]
+                                               if not summary_of(os.path.join(out, "seed-%d" % s, m)))
+            print("  [%d/%d] seed %d %s: %.0f s; about %.0f min left" % (i + 1, len(todo), seed, method, took[-1],
+                                                                        left / 60), flush=True)
+        rows.append(dict(read_row(a, path, method), seed=seed))
+    with open(os.path.join(out, "frontier.tsv"), "w") as f:
+        cols = ["seed", "method", "final", "local_fraction", "bytes_per_rank", "training_s"]
+        f.write("\t".join(cols) + "\n")
+        for r in rows:
+            f.write("\t".join(str(r[c]) for c in cols) + "\n")
+    stats = []
+    for m in a.methods:
+        mine = [r for r in rows if r["method"] == m and not r["final"].startswith("diverged")]
+        if not mine:
+            continue
+        finals = [float(r["final"]) for r in mine]
+        stats.append({"method": m, "n": len(mine), "final": statistics.mean(finals), "sd": spread(finals),
+                      "mb": statistics.mean(float(r["bytes_per_rank"]) for r in mine) / 1e6,
+                      "time": statistics.mean(float(r["training_s"]) for r in mine),
+                      "synced": 1 - statistics.mean(float(r["local_fraction"]) for r in mine)})
+    if not stats:
+        fail("every run diverged; see %s" % out)
+    bsp = next((s for s in stats if s["method"] == "bsp"), None)
+    lines = ["| method | seeds | final (mean ± sd) | vs BSP's mean | MB sent per rank | training time (s) | "
+             "synchronised |", "|---|---:|---:|---|---:|---:|---:|"]
+    for s in stats:
+        vs = "-"
+        if bsp and s is not bsp:
+            d = s["final"] - bsp["final"]
+            noise = max(s["sd"], bsp["sd"])
+            vs = "%+.4f%s" % (d, " (inside the spread)" if abs(d) <= noise else "")
+        lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %.0f%% |"
+                     % (s["method"], s["n"], s["final"], s["sd"], vs, s["mb"], s["time"], 100 * s["synced"]))
+    plot(out, stats)
+    with open(os.path.join(out, "frontier.md"), "w") as f:
+        f.write("# Frontier: %s, %d ranks, virtual time at %s\n\nseeds %s; `%s`\n\n%s\n\n"
+                "vs BSP's mean: the difference of the means, \"inside the spread\" when it is no larger than the "
+                "larger of the two standard deviations. Plot: frontier.png. Every run: frontier.tsv.\n"
+                % (a.suite, a.ranks, a.bandwidth, ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines)))
+    print("\n".join(lines), flush=True)
+    print("frontier: written %s" % os.path.join(out, "frontier.md"), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+#!/bin/sh
+# Usage: test_frontier.sh SOURCE_DIR WORK_DIR
+# scripts/frontier.py --quick (bsp and fedavg-2, seeds 1 and 2, 2 ranks in
+# virtual time) end to end:
+#  - it exits 0 and writes the table, the TSV and the plot; one row per run
+#    in the TSV, one per method in the table, each over 2 seeds, with the
+#    mean and sample standard deviation of the TSV's finals (recomputed
+#    here), and fedavg-2 sending half of bsp's bytes (every second step);
+#  - run again, it resumes: every run "done before", nothing trained; with
+#    one run's folder removed, only that run trains again;
+#  - bad options are refused with a message and a non-zero exit.
+set -u
+src=$1 work=$2
+rm -rf "$work"; mkdir -p "$work"
+. "$src/tests/common/checks.sh"
+out=$work/frontier
+front() { timeout 600 python3 "$src/scripts/frontier.py" --quick --results "$out" "$@"; }
+front >"$work/first.txt" 2>&1
+rc=$?
+cat "$work/first.txt"
+check "exits 0" '[ $rc -eq 0 ]'
+check "table, TSV and plot written" '[ -s "$out/frontier.md" ] && [ -s "$out/frontier.tsv" ] && [ -s "$out/frontier.png" ]'
+tsv=$out/frontier.tsv
+check "a row per seed and method" \
+    '[ "$(tail -n +2 "$tsv" | cut -f1,2 | sort | tr "\t\n" ": ")" = "1:bsp 1:fedavg-2 2:bsp 2:fedavg-2 " ]'
+# mean and sample sd of each method's finals, as frontier.md gives them
+stats() { awk -F'\t' -v m="$1" 'NR > 1 && $2 == m { x[++n] = $3; s += $3 }
+    END { mu = s / n; for (i = 1; i <= n; i++) v += (x[i] - mu) ^ 2; printf "%.4f ± %.4f", mu, sqrt(v / (n - 1)) }' "$tsv"; }
+for m in bsp fedavg-2; do
+    check "$m: mean ± sd over the 2 seeds" 'grep -q "^| $m | 2 | $(stats $m) |" "$out/frontier.md"'
+done
+bytes() { awk -F'\t' -v m="$1" 'NR > 1 && $2 == m { s += $5 } END { print s }' "$tsv"; }
+check "fedavg-2 sends half of bsp's bytes" '[ "$(bytes bsp)" -eq $(( 2 * $(bytes fedavg-2) )) ] && [ "$(bytes bsp)" -gt 0 ]'
+
+front >"$work/again.txt" 2>&1
+check "run again: exits 0" '[ $? -eq 0 ]'
+check "run again: every run done before" '[ "$(grep -c ": done before" "$work/again.txt")" -eq 4 ]'
+rm -rf "$out/seed-2/fedavg-2"
+front >"$work/resume.txt" 2>&1
+check "one run removed: exits 0" '[ $? -eq 0 ]'
+check "one run removed: only it trains again" \
+    '[ "$(grep -c ": done before" "$work/resume.txt")" -eq 3 ] && grep -q "seed 2 fedavg-2: [0-9]* s" "$work/resume.txt"'
+check "one run removed: the TSV has every run again" '[ "$(tail -n +2 "$tsv" | wc -l)" -eq 4 ]'
+
+front --seeds 1,x >"$work/bad.txt" 2>&1
+check "a bad seed: refused" '[ $? -ne 0 ] && grep -q "frontier: --seeds takes comma-separated integers" "$work/bad.txt"'
+front --methods nosuch --seeds 9 >"$work/bad2.txt" 2>&1
+check "an unknown method: refused naming it" '[ $? -ne 0 ] && grep -q "nosuch" "$work/bad2.txt" "$out/seed-9/nosuch/compare.log"'
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
