@@ -187,6 +187,7 @@ static const char *p_smoothing(selsync_config *c, const char *v)
 static const char *p_warmup(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->warmup); }
 static const char *p_max_local(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->max_local); }
 static const char *p_target_sync(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->target_sync); }
+static const char *p_qsr_alpha(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1e6, &c->qsr_alpha); }
 
 static const char *p_granularity(selsync_config *c, const char *v)
 {
@@ -280,6 +281,7 @@ static const struct key_info {
     [SELSYNC_KEY_GRANULARITY] = {p_granularity, SELSYNC_ONLY, "model, layer"},
     [SELSYNC_KEY_MAX_LOCAL] = {p_max_local, SELSYNC_ONLY, "an integer from 0 to 1000000 (0 = no bound)"},
     [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
+    [SELSYNC_KEY_QSR_ALPHA] = {p_qsr_alpha, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
     [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
@@ -444,6 +446,12 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
             cfg->inject_alpha);
         return SELSYNC_ECONFIG;
     }
+    if (cfg->qsr_alpha > 0 && cfg->max_local == 0) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_QSR_ALPHA));
+        put(&m, "qsr_alpha = %g: the quadratic rule grows max_local's bound from its value as the learning rate "
+                "decays; allowed: max_local >= 1 (the bound at the start)", cfg->qsr_alpha);
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->target_sync > 0 && cfg->delta == 0) {
         head(&m, cfg, line_of(cfg, SELSYNC_KEY_TARGET_SYNC));
         put(&m, "target_sync = %g: delta adapts by factors from its starting value, and delta = 0 cannot "
@@ -537,6 +545,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
             selsync_config_smoothing(c, world), c->warmup, c->granularity == SELSYNC_GRANULARITY_LAYER ? "layer" : "model");
     if (c->method == SELSYNC_METHOD_SELSYNC && c->max_local) PUT(" max_local=%d", c->max_local);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);

@@ -125,6 +125,8 @@ int policy_syncs(const selsync_engine *e, const selsync_tensor *t);
  * before its backward pass: bsp, and selsync in its warm-up or after
  * max_local local steps in a row. */
 int policy_forced(const selsync_engine *e);
+/* max_local's bound this step (with qsr_alpha, grown as the rate decays). */
+uint64_t policy_local_bound(const selsync_engine *e);
 /* Fills e->chosen, e->member, e->n_members and e->scale for this step
  * (bad: this rank's loss or gradient is not finite). */
 selsync_status policy_decide(selsync_engine *e, int bad);

@@ -310,7 +310,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, aggregate, overlap, bucket_mb, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, aggregate, overlap, bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
                                 "log, eval_every, checkpoint_every, chart_every, on_nonfinite");
@@ -651,6 +651,33 @@ static void test_target_sync_needs_a_delta(void **state)
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:8: [selsync] target_sync = 0.2: delta adapts by factors from its "
                             "starting value, and delta = 0 cannot change");
+}
+
+/* qsr_alpha: a real number in [0, 1e6], selsync only, with max_local as
+ * the bound it grows from. */
+static void test_qsr_alpha_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(set(f, "max_local", "4", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "qsr_alpha", "0.25", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(f->cfg.qsr_alpha == 0.25);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " max_local=4 qsr_alpha=0.25 aggregate=params");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "qsr_alpha", "-0.1", 5), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] qsr_alpha = '-0.1'");
+    assert_contains(f->err, "a real number in [0,1000000] (0 = off)");
+    assert_int_equal(set(f, "qsr_alpha", "2e6", 6), SELSYNC_ECONFIG);
+    assert_int_equal(set(f, "qsr_alpha", "0.5", 7), SELSYNC_OK); /* no max_local */
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:7: [selsync] qsr_alpha = 0.5: the quadratic rule grows max_local's bound");
+    assert_contains(f->err, "allowed: max_local >= 1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "qsr_alpha", "0.5", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] qsr_alpha = '0.5': does not apply to method = fedavg");
 }
 
 static void test_guard_with_bsp(void **state)
@@ -1006,6 +1033,7 @@ int main(void)
         T(test_finish_selsync_key_with_bsp),
         T(test_guard_and_target_keys),
         T(test_target_sync_needs_a_delta),
+        T(test_qsr_alpha_key),
         T(test_overlap_keys),
         T(test_overlap_needs_grads_and_stop),
         T(test_guard_with_bsp),

@@ -420,6 +420,37 @@ static void test_max_local_guard(void **state)
     assert_int_equal(f->mock.sum_calls, 4);
 }
 
+/* qsr_alpha (the quadratic synchronisation rule): the bound is
+ * max(max_local, floor((qsr_alpha / lr)^2)) at the previous step's learning
+ * rate, so it grows as the rate decays: with qsr_alpha = 0.2 and
+ * max_local = 2, 2 local steps in a row at lr 0.2 ((0.2/0.2)^2 = 1 is
+ * below max_local), 4 at lr 0.1 and 16 at lr 0.05, each run ended by a
+ * synchronised step. */
+static void test_qsr_bound_grows_as_the_rate_decays(void **state)
+{
+    fx *f = *state;
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e30;
+    f->cfg.max_local = 2;
+    f->cfg.qsr_alpha = 0.2;
+    make(f);
+    const double rates[3] = {0.2, 0.1, 0.05};
+    const int runs[3] = {2, 4, 16};
+    int t = 0;
+    for (int k = -1; k < 3; k++) {
+        double lr = rates[k < 0 ? 0 : k];
+        for (int i = 0; i <= (k < 0 ? 0 : runs[k]); i++, t++) { /* the run of local steps, then a sync */
+            int want = k < 0 || i == runs[k]; /* k < 0: the warm-up step */
+            set_grads(1.0f + (float)t);
+            assert_int_equal(selsync_engine_before_update(f->e, 1.0, lr), SELSYNC_OK);
+            assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+            if (selsync_engine_last_step(f->e)->decision != (want ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP))
+                fail_msg("lr %g, step %d: %s", lr, t, selsync_decision_name(selsync_engine_last_step(f->e)->decision));
+        }
+    }
+    assert_int_equal(f->mock.sum_calls, 4);
+}
+
 /* A synchronisation the flags asked for starts the run of local steps anew. */
 static void test_max_local_counts_from_the_last_sync(void **state)
 {
@@ -1556,6 +1587,7 @@ int main(void)
         T(test_huge_delta_syncs_only_in_warmup),
         T(test_max_local_guard),
         T(test_max_local_counts_from_the_last_sync),
+        T(test_qsr_bound_grows_as_the_rate_decays),
         T(test_target_sync_adapts_delta),
         T(test_remote_flag_syncs),
         T(test_no_agreement_for_baselines),

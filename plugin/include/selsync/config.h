@@ -54,6 +54,7 @@ typedef enum selsync_partition {
     X(GRANULARITY, "granularity")         \
     X(MAX_LOCAL, "max_local")             \
     X(TARGET_SYNC, "target_sync")         \
+    X(QSR_ALPHA, "qsr_alpha")             \
     X(AGGREGATE, "aggregate")             \
     X(OVERLAP, "overlap")                 \
     X(BUCKET_MB, "bucket_mb")             \
@@ -90,6 +91,7 @@ typedef struct selsync_config {
     selsync_granularity granularity;
     int max_local;                 /* a step after this many local ones synchronises; 0 = no bound */
     double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
+    double qsr_alpha;              /* > 0: max_local grows to floor((qsr_alpha / lr)^2) as lr decays */
     selsync_aggregate aggregate;
     int overlap;                   /* 0/1: sums overlap computation: gradient buckets the backward pass
                                       (aggregate = grads), a parameter average the next step (params) */
