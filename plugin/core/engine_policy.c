@@ -27,12 +27,12 @@ int policy_syncs(const selsync_engine *e, const selsync_tensor *t)
 /* max_local's bound on local steps in a row this step: max_local, or with
  * qsr_alpha the quadratic synchronisation rule's max(max_local,
  * floor((qsr_alpha / lr)^2)) at the learning rate of the previous step (the
- * same on every rank, and known before this step's backward pass; before
- * any step, max_local). */
+ * same on every rank, known before this step's backward pass and kept in a
+ * checkpoint; before any step, max_local). */
 #define QSR_BOUND_MAX 1e15
 uint64_t policy_local_bound(const selsync_engine *e)
 {
-    double lr = e->has_last ? e->last.learning_rate : 0, h = e->cfg.max_local;
+    double lr = e->prev_lr, h = e->cfg.max_local;
     if (e->cfg.qsr_alpha > 0 && lr > 0) {
         double q = floor((e->cfg.qsr_alpha / lr) * (e->cfg.qsr_alpha / lr));
         if (q > h) h = q < QSR_BOUND_MAX ? q : QSR_BOUND_MAX;

@@ -15,9 +15,10 @@ typedef struct snapshot_head {
     uint64_t step, ratio_n, local_run;
     double ratio, wall, delta;
     selsync_totals tot;
+    double prev_lr; /* the learning rate of the last step (qsr_alpha's bound) */
 } snapshot_head;
 
-static const char snapshot_magic[8] = "SSENG04";
+static const char snapshot_magic[8] = "SSENG05";
 
 size_t selsync_engine_snapshot_size(const selsync_engine *e)
 {
@@ -54,7 +55,8 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
         return EFAIL(e, SELSYNC_EINVAL, "[selsync] snapshot buffer of %zu bytes, need %zu", len,
                      selsync_engine_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
-                       e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot};
+                       e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot,
+                       e->prev_lr};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -89,8 +91,8 @@ static const char *restored_fields_invalid(const selsync_engine *e, const snapsh
         return "its step counters are out of range";
     if (h->ratio_n > e->n_params || !nonneg_finite(h->ratio) || h->ratio > 1e6)
         return "its transfer ratio is out of range";
-    if (h->local_run > h->step || !nonneg_finite(h->delta))
-        return "its run of local steps or its delta is out of range";
+    if (h->local_run > h->step || !nonneg_finite(h->delta) || !nonneg_finite(h->prev_lr))
+        return "its run of local steps, its delta or its learning rate is out of range";
     if (!nonneg_finite(h->wall) || !nonneg_finite(t->t_compute) || !nonneg_finite(t->t_measure) ||
         !nonneg_finite(t->t_agree) || !nonneg_finite(t->t_transfer) || !nonneg_finite(t->t_excluded))
         return "its times are negative or not finite";
@@ -149,6 +151,7 @@ selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t
     e->ratio = h.ratio;
     e->local_run = h.local_run;
     e->delta = h.delta;
+    e->prev_lr = h.prev_lr;
     e->tot = h.tot;
     e->t_mark = selsync_now();
     e->t_start = e->t_mark - h.wall;

@@ -66,6 +66,7 @@ struct selsync_engine {
     int resumed;                 /* restored: the metrics file is appended to */
     selsync_step cur, last;
     int has_last;
+    double prev_lr;              /* the learning rate of the last step (0 before any): qsr_alpha's bound */
     selsync_totals tot;
     selsync_ssp_worker *ssp;     /* method ssp on a worker */
     int ssp_server, served;      /* method ssp on rank 0; selsync_engine_serve ran */

@@ -451,6 +451,47 @@ static void test_qsr_bound_grows_as_the_rate_decays(void **state)
     assert_int_equal(f->mock.sum_calls, 4);
 }
 
+/* A step at learning rate lr; its decision. */
+static selsync_decision step_at(fx *f, double lr, int t)
+{
+    set_grads(1.0f + (float)t);
+    assert_int_equal(selsync_engine_before_update(f->e, 1.0, lr), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    return selsync_engine_last_step(f->e)->decision;
+}
+
+/* The quadratic rule's bound goes on across a checkpoint: a run restored in
+ * the middle of a run of local steps at lr 0.1 (bound 4, max_local 2) ends
+ * it where the uninterrupted run does. */
+static void test_qsr_bound_survives_a_restore(void **state)
+{
+    fx *f = *state;
+    selsync_decision whole[11];
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e30;
+    f->cfg.max_local = 2;
+    f->cfg.qsr_alpha = 0.2;
+    make(f);
+    void *saved = NULL;
+    size_t len = 0;
+    for (int t = 0; t < 11; t++) {
+        whole[t] = step_at(f, 0.1, t);
+        if (t == 2) { /* two local steps in a row so far */
+            len = selsync_engine_snapshot_size(f->e);
+            saved = malloc(len);
+            assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+        }
+        assert_int_equal(whole[t], t % 5 == 0 ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP);
+    }
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    make(f);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
+    for (int t = 3; t < 11; t++)
+        if (step_at(f, 0.1, t) != whole[t]) fail_msg("restored run, step %d: another decision", t);
+    free(saved);
+}
+
 /* A synchronisation the flags asked for starts the run of local steps anew. */
 static void test_max_local_counts_from_the_last_sync(void **state)
 {
@@ -1503,13 +1544,14 @@ static void test_snapshot_restore_continues(void **state)
  * ratio_n, step counters out of order, negative times, NaN norms. The
  * snapshot head is magic[8], seven u64 (n_track, window, n_params,
  * n_trained, has_snap, step, ratio_n), the doubles ratio and wall, then
- * the totals (six u64, five doubles, two u64); the norms follow. */
+ * the totals (six u64, five doubles, two u64), the last learning rate;
+ * the norms follow. */
 static void test_restore_validates_fields(void **state)
 {
     fx *f = *state;
     const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
                  at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
-                 at_t_compute = at_steps + 6 * 8, at_norms = at_t_compute + 5 * 8 + 3 * 8;
+                 at_t_compute = at_steps + 6 * 8, at_lr = at_t_compute + 5 * 8 + 3 * 8, at_norms = at_lr + 8;
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
@@ -1526,7 +1568,8 @@ static void test_restore_validates_fields(void **state)
         {at_steps, &huge, 8, "step counters"},       {at_wall, &neg, 8, "times"},
         {at_t_compute, &nan, 8, "times"},            {at_norms, &nan, 8, "gradient norms"},
         {at_local_run, &huge, 8, "run of local steps"}, {at_delta, &nan, 8, "delta"},
-        {at_delta, &neg, 8, "delta"},
+        {at_delta, &neg, 8, "delta"},               {at_lr, &nan, 8, "learning rate"},
+        {at_lr, &neg, 8, "learning rate"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(bad, saved, len);
@@ -1560,10 +1603,10 @@ static void test_restore_rejects(void **state)
     selsync_engine_destroy(f->e);
     f->cfg.window = 25;
     make(f);
-    memcpy(saved, "SSENG03", 8); /* the previous format */
+    memcpy(saved, "SSENG04", 8); /* the previous format */
     assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
-    assert_contains(selsync_engine_error(f->e), "in format 'SSENG03', written by another version of this program; "
-                                                "this one reads 'SSENG04'");
+    assert_contains(selsync_engine_error(f->e), "in format 'SSENG04', written by another version of this program; "
+                                                "this one reads 'SSENG05'");
     selsync_engine_destroy(f->e);
     make(f);
     step(f);
@@ -1588,6 +1631,7 @@ int main(void)
         T(test_max_local_guard),
         T(test_max_local_counts_from_the_last_sync),
         T(test_qsr_bound_grows_as_the_rate_decays),
+        T(test_qsr_bound_survives_a_restore),
         T(test_target_sync_adapts_delta),
         T(test_remote_flag_syncs),
         T(test_no_agreement_for_baselines),
