@@ -88,7 +88,7 @@ static const selsync_identity *identity(uint64_t layout)
 static selsync_session *open_session(fx *f, const selsync_comm *comm)
 {
     char err[512];
-    selsync_host host = {f, score, save_model};
+    selsync_host host = {f, score, save_model, NULL};
     selsync_session_destroy(f->s);
     f->s = NULL;
     assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
