@@ -56,6 +56,7 @@ struct selsync_session {
     selsync_model model;
     selsync_engine *engine;      /* from begin (or the first step) on */
     size_t *order, count;        /* this rank's samples */
+    size_t samples;              /* the training list's (0: the host feeds its own data) */
     size_t next_sample;          /* sequential plan: position of the walk (loader threads) */
     size_t trained_sample;       /* next_sample after the batches loaded so far */
     selsync_inject_sizes inject; /* inject.senders == 0: no injection */
@@ -451,6 +452,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
      * draws anew from where it resumed) */
     selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed + d->step);
     plan->seed = selsync_rng_next(&r);
+    s->samples = d->n;
     if (d->n > 0 && (st = partition(s, d, plan))) return st;
     if (s->ssp && s->rank == 0) { /* the server: no loop; it serves at the end */
         plan->serve_only = 1;
@@ -797,7 +799,7 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
     if (selsync_finish(s->engine))
         return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
     selsync_virtual_hold(&s->comm, 1); /* training ends with the final average */
-    int recalibrated = s->cfg.bn_recalibrate > 0 && s->host.recalibrate;
+    int recalibrated = s->cfg.bn_recalibrate > 0 && s->host.recalibrate && s->samples > 0;
     if (recalibrated && (st = recalibrate(s))) return st;
     uint64_t steps = selsync_session_steps(s);
     if (s->metric && s->rank == 0 && (s->ssp || recalibrated || s->evaluated != steps) &&

@@ -52,8 +52,9 @@ typedef struct selsync_host {
     /* Writes the model file (the host's own parameters) to path and marks
      * it as a checkpoint; non-zero after a failure (errno set). */
     int (*save_model)(void *user, const char *path);
-    /* Optional (NULL: the host has no BatchNorm). With bn_recalibrate > 0,
-     * at the end of training, on every rank, after the final average and
+    /* Optional (NULL: the host has no BatchNorm). With bn_recalibrate > 0
+     * and a training list (selsync_data.n > 0), at the end of training, on
+     * every rank, after the final average and
      * before the final evaluation: re-estimates the model's BatchNorm
      * statistics on up to `samples` of this rank's training samples, layer
      * after layer from the input (each layer's new statistics in force
