@@ -260,6 +260,11 @@ static const char *p_checkpoint_every(selsync_config *c, const char *v)
     return parse_int(v, 0, 100000000, &c->checkpoint_every);
 }
 
+static const char *p_bn_recalibrate(selsync_config *c, const char *v)
+{
+    return parse_int(v, 0, 1000000, &c->bn_recalibrate);
+}
+
 static const char *p_on_nonfinite(selsync_config *c, const char *v)
 {
     int i;
@@ -301,6 +306,7 @@ static const struct key_info {
                                       "an integer from 0 to 100000000 (0 = never)"},
     [SELSYNC_KEY_CHART_EVERY] = {p_chart_every, ALL_METHODS, "an integer from 0 to 100000000 (0 = no chart)"},
     [SELSYNC_KEY_ON_NONFINITE] = {p_on_nonfinite, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "stop, skip"},
+    [SELSYNC_KEY_BN_RECALIBRATE] = {p_bn_recalibrate, ALL_METHODS, "an integer from 0 to 1000000 (0 = off)"},
 };
 
 /* ---- API ---- */
@@ -325,6 +331,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->partition = SELSYNC_PARTITION_IID;
     cfg->seed = 1;
     cfg->chart_every = 100;
+    cfg->bn_recalibrate = SELSYNC_BN_RECALIBRATE_DEFAULT;
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
 }
@@ -552,8 +559,8 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     PUT(" aggregate=%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params");
     if (keys[SELSYNC_KEY_OVERLAP].methods & BIT(c->method)) PUT(" overlap=%d", c->overlap);
     if (c->aggregate == SELSYNC_AGGREGATE_GRADS) PUT(" bucket_mb=%g", c->bucket_mb);
-    PUT(" sync_bn_stats=%d seed=%llu; %d process%s",
-        c->sync_bn_stats, (unsigned long long)c->seed, world, world == 1 ? "" : "es");
+    PUT(" sync_bn_stats=%d bn_recalibrate=%d seed=%llu; %d process%s", c->sync_bn_stats, c->bn_recalibrate,
+        (unsigned long long)c->seed, world, world == 1 ? "" : "es");
 #undef PUT
 }
 

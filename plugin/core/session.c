@@ -11,7 +11,9 @@
  *               and transfer; when due: the consensus sum and bcast(done)
  *               (evaluation), send/recv to rank 0 and bcast(done)
  *               (checkpoint)
- *   end         (ssp: the server's loop), the final average, sum_f64
+ *   end         (ssp: the server's loop), the final average; with
+ *               bn_recalibrate: bcast(rank 0's statistics), one sum_f64
+ *               per normalised layer (the host's recalibrate); sum_f64
  *               (summary)
  * Rank 0 alone reads and writes files; the host's score and save_model run
  * on rank 0 between collectives. */
@@ -23,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "selsync/bnstats.h"
 #include "selsync/chart.h"
 #include "selsync/checkpoint.h"
 #include "selsync/engine.h"
@@ -53,6 +56,7 @@ struct selsync_session {
     selsync_model model;
     selsync_engine *engine;      /* from begin (or the first step) on */
     size_t *order, count;        /* this rank's samples */
+    size_t samples;              /* the training list's (0: the host feeds its own data) */
     size_t next_sample;          /* sequential plan: position of the walk (loader threads) */
     size_t trained_sample;       /* next_sample after the batches loaded so far */
     selsync_inject_sizes inject; /* inject.senders == 0: no injection */
@@ -461,6 +465,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
      * draws anew from where it resumed) */
     selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed + d->step);
     plan->seed = selsync_rng_next(&r);
+    s->samples = d->n;
     if (d->n > 0 && (st = partition(s, d, plan))) return st;
     if (s->ssp && s->rank == 0) { /* the server: no loop; it serves at the end */
         plan->serve_only = 1;
@@ -742,6 +747,51 @@ static selsync_status summary(selsync_session *s, FILE *out)
     return SELSYNC_OK;
 }
 
+selsync_status selsync_session_bn_combine(selsync_session *s, size_t channels, const float *shift, double *acc,
+                                          int unbiased, float *mean, float *variance)
+{
+    selsync_status st = s->comm.ops->sum_f64(s->comm.ctx, acc, 3 * channels);
+    if (st) return comm_failed(s, st, "BatchNorm recalibration");
+    selsync_bn_finish(acc, channels, shift, unbiased, mean, variance);
+    return SELSYNC_OK;
+}
+
+/* After the final average (the virtual clock held), every rank: rank 0's
+ * BatchNorm statistics to all (so every rank shifts its sums by the same
+ * means), then the host re-estimates them layer by layer over every rank's
+ * samples. Not training time. */
+static selsync_status recalibrate(selsync_session *s)
+{
+    size_t n = 0, k = 0;
+    selsync_status st;
+    double t0 = selsync_now();
+    for (size_t i = 0; i < s->model.n_tensors; ++i)
+        if (s->model.tensors[i].kind == SELSYNC_TENSOR_STAT) n += s->model.tensors[i].count;
+    float *stats = malloc((n ? n : 1) * sizeof *stats);
+    if (!stats) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the BatchNorm statistics");
+    for (size_t i = 0; i < s->model.n_tensors; ++i)
+        if (s->model.tensors[i].kind == SELSYNC_TENSOR_STAT) {
+            memcpy(stats + k, s->model.tensors[i].param, s->model.tensors[i].count * sizeof *stats);
+            k += s->model.tensors[i].count;
+        }
+    st = n ? s->comm.ops->bcast(s->comm.ctx, stats, n * sizeof *stats, 0) : SELSYNC_OK;
+    for (size_t i = k = 0; !st && i < s->model.n_tensors; ++i)
+        if (s->model.tensors[i].kind == SELSYNC_TENSOR_STAT) {
+            memcpy(s->model.tensors[i].param, stats + k, s->model.tensors[i].count * sizeof *stats);
+            k += s->model.tensors[i].count;
+        }
+    free(stats);
+    if (st) return comm_failed(s, st, "BatchNorm recalibration");
+    s->err[0] = '\0';
+    if (s->host.recalibrate(s->host.user, s, (size_t)s->cfg.bn_recalibrate))
+        return s->err[0] ? SELSYNC_ECOMM : FAIL(s, SELSYNC_EIO, "BatchNorm recalibration failed");
+    if (s->rank == 0)
+        say(s, "BatchNorm statistics of the final model re-estimated on up to %d training samples per rank "
+            "(%.2f s, not counted as training)", s->cfg.bn_recalibrate, selsync_now() - t0);
+    selsync_engine_exclude_time(s->engine);
+    return SELSYNC_OK;
+}
+
 selsync_status selsync_session_end(selsync_session *s, FILE *out)
 {
     selsync_status st;
@@ -759,8 +809,11 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
     if (selsync_engine_finish(s->engine))
         return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
     selsync_virtual_hold(&s->comm, 1); /* training ends with the final average */
+    int recalibrated = s->cfg.bn_recalibrate > 0 && s->host.recalibrate && s->samples > 0;
+    if (recalibrated && (st = recalibrate(s))) return st;
     uint64_t steps = selsync_session_steps(s);
-    if (s->metric && s->rank == 0 && (s->ssp || s->evaluated != steps) && (st = record_evaluation(s, NULL)))
+    if (s->metric && s->rank == 0 && (s->ssp || recalibrated || s->evaluated != steps) &&
+        (st = record_evaluation(s, NULL)))
         return st;
     if (s->chart) {
         char err[1024];

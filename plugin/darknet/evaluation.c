@@ -116,6 +116,24 @@ int darknet_detector_map(network *net, char **paths, int n, int classes, const s
     return rc;
 }
 
+void darknet_input_image(network *net, const char *path, int letterbox, float *out)
+{
+    image im = load_image_color((char *)path, 0, 0);
+    image sized;
+    if (letterbox) {
+        sized = letterbox_image(im, net->w, net->h);
+    } else {
+        image resized = resize_min(im, net->w);
+        sized = crop_image(resized, (resized.w - net->w) / 2, (resized.h - net->h) / 2, net->w, net->h);
+        if (resized.data != im.data) free_image(resized);
+    }
+    size_t have = (size_t)sized.w * (size_t)sized.h * (size_t)sized.c, want = (size_t)net->inputs;
+    memcpy(out, sized.data, (have < want ? have : want) * sizeof *out);
+    if (have < want) memset(out + have, 0, (want - have) * sizeof *out);
+    free_image(sized);
+    free_image(im);
+}
+
 double darknet_classifier_top1(network *net, char **paths, int n, char **labels, int classes)
 {
     int right = 0;

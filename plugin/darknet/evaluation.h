@@ -34,6 +34,12 @@ int darknet_read_truths(char **paths, int n, int classes, selsync_truth **truth,
 int darknet_detector_map(network *net, char **paths, int n, int classes, const selsync_truth *truth,
                          size_t n_truth, int progress, double *ap, double *map, size_t *n_det);
 
+/* The input of net (net->inputs floats into out) for the image at path,
+ * prepared as the evaluation prepares it: letterboxed (a detector), or
+ * resized to the network's smaller side and cropped at the centre (a
+ * classifier). */
+void darknet_input_image(network *net, const char *path, int letterbox, float *out);
+
 /* Top-1 accuracy of net (batch 1) on paths, whose class is the first label
  * found in the path (as Darknet's classifier validates: the image resized
  * to the network's smaller side, centre crop). */

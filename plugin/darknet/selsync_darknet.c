@@ -25,7 +25,9 @@
  *                   is final, so its sum may start (overlap)
  *   BEFORE_UPDATE / AFTER_UPDATE     the session's step
  *   ITERATION_PRINTED   the decision and sync fraction (the console rank)
- *   TRAIN_END       the session's end (final average, evaluation, summary)
+ *   TRAIN_END       the session's end (final average, BatchNorm
+ *                   recalibration on this rank's first training files,
+ *                   evaluation, summary)
  *   BEFORE_SAVE     only rank 0 writes weights
  *
  * The evaluator (rank 0) is a second instance of the network (batch 1) for
@@ -47,6 +49,7 @@
 #include "chart_gnuplot.h"
 #include "comm_mpi.h"
 #include "evaluation.h"
+#include "recalibrate.h"
 #include "tensors.h"
 #include "selsync/hash.h"
 #include "selsync/labels.h"
@@ -82,6 +85,9 @@ typedef struct attachment {
     int sampler;                 /* the trainer reads through next_in_order */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
     char chart[4096];            /* the training chart the console rank draws */
+    char **recal_paths;          /* bn_recalibrate: this rank's first training files (copies) */
+    int recal_n;
+    int letterbox;               /* a detector: its images are letterboxed */
     struct attachment *next;
 } attachment;
 
@@ -235,6 +241,37 @@ static int keep_files(attachment *a, train_plan *plan, const selsync_plan *mine)
     free(taken);
     free(copy);
     return 0;
+}
+
+static void free_recalibration_files(attachment *a)
+{
+    for (int i = 0; i < a->recal_n; ++i) free(a->recal_paths[i]);
+    free(a->recal_paths);
+    a->recal_paths = NULL;
+    a->recal_n = 0;
+}
+
+/* bn_recalibrate: the first files of this rank's own (the plan's order). */
+static int keep_recalibration_files(attachment *a, const train_plan *plan, const selsync_plan *mine)
+{
+    size_t n = mine->serve_only ? 0 : mine->count;
+    free_recalibration_files(a); /* a second trainer */
+    if (n > (size_t)a->cfg.bn_recalibrate) n = (size_t)a->cfg.bn_recalibrate;
+    a->letterbox = !plan->labels;
+    if (!n) return 0;
+    if (!(a->recal_paths = calloc(n, sizeof *a->recal_paths))) return failed(a->ad, "out of memory");
+    a->recal_n = (int)n; /* freed with the paths so far */
+    for (size_t i = 0; i < n; ++i)
+        if (!(a->recal_paths[i] = strdup(plan->paths[mine->order[i]]))) return failed(a->ad, "out of memory");
+    return 0;
+}
+
+/* The session's recalibrate (every rank). */
+static int recalibrate_model(void *user, selsync_session *s, size_t samples)
+{
+    attachment *a = user;
+    int n = (size_t)a->recal_n < samples ? a->recal_n : (int)samples;
+    return darknet_recalibrate_bn(a->net, a->recal_paths, n, a->letterbox, s);
 }
 
 /* seldp: the loaders read this rank's list in order, chunk after chunk. */
@@ -398,6 +435,7 @@ static int on_train_begin(attachment *a, train_plan *plan)
         fflush(stdout);
         if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
     }
+    if (a->cfg.bn_recalibrate > 0 && keep_recalibration_files(a, plan, &mine)) return -1;
     srand((unsigned)mine.seed);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int fair = cores > 0 ? (int)(cores / mine.training_ranks) : 1;
@@ -534,7 +572,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     if (st == SELSYNC_OK) st = selsync_config_finish(&a->cfg, err, sizeof err);
     a->ad = ad;
     a->net = net;
-    selsync_host host = {a, score_model, save_checkpoint_model};
+    selsync_host host = {a, score_model, save_checkpoint_model, recalibrate_model};
     if (st == SELSYNC_OK) st = selsync_session_create(&a->cfg, &ad->comm, &host, &a->session, err, sizeof err);
     if (st == SELSYNC_OK && (darknet_map_network(net, &a->tensors, &a->n_tensors) ||
                              add_network_hook(net, on_event, a, HANDLED_EVENTS))) {
@@ -635,6 +673,7 @@ int darknet_plugin_fini(int status)
         attachment *next = ad->attached->next;
         selsync_session_destroy(ad->attached->session);
         free_evaluator(ad->attached->eval);
+        free_recalibration_files(ad->attached);
         free(ad->attached->tensors);
         free(ad->attached);
         ad->attached = next;

@@ -71,6 +71,9 @@ def options(argv):
     p.add_argument("--run-timeout", type=int, help="seconds after which a run counts as failed "
                    "(default 3600; quick 300)")
     p.add_argument("--seed", type=int, default=1, help="[selsync] seed of every run (default 1)")
+    p.add_argument("--bn-recalibrate", type=int, metavar="N",
+                   help="[selsync] bn_recalibrate of every run: training images per rank that re-estimate the "
+                   "final model's BatchNorm statistics (0 = off; default: the build's)")
     p.add_argument("--results", default=os.path.join(ROOT, "results"), help="parent folder of the results")
     p.add_argument("--report", metavar="DIR", help="only rebuild the tables and plots of the results folder DIR "
                    "(give the options it was made with)")

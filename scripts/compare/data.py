@@ -103,6 +103,8 @@ def run_cfg(args, run, cfg_path, metrics):
     if run.suite.inject:
         s["inject_alpha"] = s["inject_beta"] = 0.5
     s["seed"] = args.seed
+    if getattr(args, "bn_recalibrate", None) is not None:
+        s["bn_recalibrate"] = args.bn_recalibrate
     if args.eval_supported and run.eval_every:
         s["eval_every"] = run.eval_every
     s["log"] = metrics

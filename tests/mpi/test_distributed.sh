@@ -188,14 +188,25 @@ run "$work/local.cfg" 10 "$work/local" || bad "($np ranks) local run failed"
 same_hashes "$work/local" 9 && bad "($np ranks) local replicas did not drift" || ok
 same_hashes "$work/local" final && ok || bad "($np ranks) local: final average not identical"
 
-# --- fedavg every 4 steps -----------------------------------------------------
+# --- fedavg every 4 steps, each average at once (overlap=0) --------------------
 cfg 4 1 "method=fedavg
 fedavg_interval=4
+overlap=0
 log=$work/fed.%r.tsv" >"$work/fed.cfg"
 run "$work/fed.cfg" 12 "$work/fed" || bad "($np ranks) fedavg run failed"
 [ "$(column decision "$work/fed.0.tsv" | tr '\n' ' ')" = "local local local sync local local local sync local local local sync " ] \
     && ok || bad "($np ranks) fedavg did not average exactly every 4th step"
 same_hashes "$work/fed" 7 && ok || bad "($np ranks) fedavg: parameters differ after an average"
+
+# --- fedavg every 4 steps, each average a step late (the default) -------------
+cfg 4 1 "method=fedavg
+fedavg_interval=4
+log=$work/fedlate.%r.tsv" >"$work/fedlate.cfg"
+run "$work/fedlate.cfg" 12 "$work/fedlate" || bad "($np ranks) fedavg (late averages) run failed"
+[ "$(column decision "$work/fedlate.0.tsv" | tr '\n' ' ')" = "local local local sync local local local sync local local local sync " ] \
+    && ok || bad "($np ranks) fedavg (late averages) did not average every 4th step"
+same_hashes "$work/fedlate" 7 && bad "($np ranks) fedavg: a late average was applied at once" || ok
+same_hashes "$work/fedlate" final && ok || bad "($np ranks) fedavg (late averages): final average not identical"
 
 # --- per-layer granularity -----------------------------------------------------
 cfg 4 1 "delta=0.3

@@ -70,7 +70,8 @@ cfg "" >"$work/init.cfg"
 
 # --- s = 0 == fedavg every step ------------------------------------------------
 cfg "method=fedavg
-fedavg_interval=1" >"$work/fed.cfg"
+fedavg_interval=1
+overlap=0" >"$work/fed.cfg"
 mpi 2 "$work/fed.cfg" 20 "$work/fed" --init "$work/init.weights" --save "$work/fed.weights" || bad "fedavg run failed"
 cfg "method=ssp
 ssp_staleness=0

@@ -266,6 +266,32 @@ static void test_parse_chart_every(void **state)
     assert_int_equal(f->cfg.chart_every, 0);
 }
 
+static void test_parse_bn_recalibrate(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(f->cfg.bn_recalibrate, SELSYNC_BN_RECALIBRATE_DEFAULT);
+    expect_bad(f, "bn_recalibrate", "-1", 6, "out of range; allowed: an integer from 0 to 1000000 (0 = off)");
+    expect_bad(f, "bn_recalibrate", "1000001", 7, "out of range");
+    expect_bad(f, "bn_recalibrate", "2.5", 8, NULL);
+    expect_bad(f, "bn_recalibrate", "many", 9, NULL);
+    assert_int_equal(set(f, "bn_recalibrate", "1000000", 4), SELSYNC_OK);
+    assert_int_equal(f->cfg.bn_recalibrate, 1000000);
+    assert_int_equal(f->cfg.line[SELSYNC_KEY_BN_RECALIBRATE], 4);
+    expect_bad(f, "bn_recalibrate", "0", 5, "set twice");
+    fixture g;
+    memset(&g, 0, sizeof g);
+    selsync_config_default(&g.cfg, FILE_NAME, 3);
+    assert_int_equal(set(&g, "bn_recalibrate", "0", 4), SELSYNC_OK);
+    assert_int_equal(g.cfg.bn_recalibrate, 0);
+    for (int m = 0; m < 5; ++m) { /* every method takes it */
+        static const char *methods[] = {"selsync", "bsp", "fedavg", "ssp", "local"};
+        selsync_config_default(&g.cfg, FILE_NAME, 3);
+        assert_int_equal(set(&g, "method", methods[m], 4), SELSYNC_OK);
+        assert_int_equal(set(&g, "bn_recalibrate", "200", 5), SELSYNC_OK);
+        assert_int_equal(finish(&g), SELSYNC_OK);
+    }
+}
+
 static void test_parse_checkpoint_and_nonfinite(void **state)
 {
     fixture *f = *state;
@@ -313,7 +339,7 @@ static void test_unknown_key(void **state)
                                 "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, aggregate, overlap, bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
-                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite");
+                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate");
 }
 
 static void test_key_case_sensitive(void **state)
@@ -999,6 +1025,7 @@ int main(void)
         T(test_parse_log),
         T(test_parse_eval_every),
         T(test_parse_chart_every),
+        T(test_parse_bn_recalibrate),
         T(test_parse_checkpoint_and_nonfinite),
         T(test_checkpoint_not_for_ssp),
         T(test_whitespace_trimmed),

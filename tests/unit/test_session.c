@@ -89,7 +89,7 @@ static const selsync_identity *identity(uint64_t layout)
 static selsync_session *open_session(fx *f, const selsync_comm *comm)
 {
     char err[512];
-    selsync_host host = {f, score, save_model};
+    selsync_host host = {f, score, save_model, NULL};
     selsync_session_destroy(f->s);
     f->s = NULL;
     assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
@@ -380,7 +380,7 @@ static void test_comm_table_of_another_version(void **state)
     mock_comm m;
     char err[512];
     selsync_session *s = NULL;
-    selsync_host host = {f, score, save_model};
+    selsync_host host = {f, score, save_model, NULL};
     mock_init(&m, 0, 1);
     selsync_comm c = mock_as_comm(&m);
     selsync_comm_ops old = *c.ops;
@@ -390,6 +390,115 @@ static void test_comm_table_of_another_version(void **state)
     assert_int_equal(selsync_session_create(&f->cfg, &c, &host, &s, err, sizeof err), SELSYNC_EINVAL);
     assert_null(s);
     assert_non_null(strstr(err, "the communicator 'mock' has a table of version 0; this core reads version 1"));
+}
+
+/* bn_recalibrate: the host's recalibrate runs on every rank after the
+ * final average and before the final evaluation, which scores the model
+ * again with the new statistics. Here rank 0 of 2 (a mock): the
+ * statistics go out from rank 0 first (the shift every rank shares), and
+ * one sum_f64 of this rank's and the other rank's sums about that shift
+ * gives the pooled data's mean and unbiased variance. */
+static struct {
+    fx *f;
+    mock_comm *m;
+    float stat[4];              /* a layer of 2 channels: rolling mean[2], variance[2] */
+    int calls, scores_before, f64_before, bcasts_before;
+    size_t samples;
+    double remote[6];
+} recal;
+
+/* count, sum and sum of squares about shift of values x[0..n) into acc[c], acc[2 + c], acc[4 + c] */
+static void sums(double *acc, int c, const double *x, int n, double shift)
+{
+    for (int i = 0; i < n; ++i) {
+        acc[c] += 1;
+        acc[2 + c] += x[i] - shift;
+        acc[4 + c] += (x[i] - shift) * (x[i] - shift);
+    }
+}
+
+static int recalibrate_host(void *user, selsync_session *s, size_t samples)
+{
+    static const double mine0[] = {1, 2, 3}, mine1[] = {10, 10}, other0[] = {5, 7}, other1[] = {20, 30, 40};
+    double acc[6] = {0};
+    float shift[2] = {recal.stat[0], recal.stat[1]};
+    assert_ptr_equal(user, recal.f);
+    recal.calls++;
+    recal.samples = samples;
+    recal.scores_before = recal.f->scores;
+    recal.f64_before = recal.m->f64_calls;
+    recal.bcasts_before = recal.m->bcast_calls;
+    sums(acc, 0, mine0, 3, shift[0]);
+    sums(acc, 1, mine1, 2, shift[1]);
+    memset(recal.remote, 0, sizeof recal.remote);
+    sums(recal.remote, 0, other0, 2, shift[0]);
+    sums(recal.remote, 1, other1, 3, shift[1]);
+    recal.m->remote_f64 = recal.remote;
+    selsync_status st = selsync_session_bn_combine(s, 2, shift, acc, 1, recal.stat, recal.stat + 2);
+    recal.m->remote_f64 = NULL;
+    return st ? -1 : 0;
+}
+
+/* Trains 6 steps (evaluations at 3 and 6) on rank 0 of 2 with a list of
+ * `listed` samples and bn_recalibrate = n, and ends. */
+static void run_recalibrated(fx *f, mock_comm *m, int n, size_t listed)
+{
+    static int labels[8] = {0, 1, 0, 1, 0, 1, 0, 1};
+    selsync_tensor t[3] = {{f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED},
+                           {recal.stat, NULL, 2, 0, SELSYNC_TENSOR_STAT},
+                           {recal.stat + 2, NULL, 2, 0, SELSYNC_TENSOR_STAT}};
+    selsync_model model = {t, 3, 1, 0, 0};
+    selsync_plan plan;
+    char err[512];
+    memset(&recal, 0, sizeof recal);
+    recal.f = f;
+    recal.m = m;
+    memcpy(recal.stat, (float[4]){2.5f, 15.f, 1.f, 1.f}, sizeof recal.stat);
+    mock_init(m, 0, 2);
+    selsync_comm c = mock_as_comm(m);
+    f->cfg.eval_every = 3;
+    f->cfg.bn_recalibrate = n;
+    f->cfg.chart_every = 0;
+    selsync_host host = {f, score, save_model, recalibrate_host};
+    selsync_session_destroy(f->s);
+    f->s = NULL;
+    assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
+    assert_int_equal(selsync_session_create(&f->cfg, &c, &host, &f->s, err, sizeof err), SELSYNC_OK);
+    assert_int_equal(selsync_session_load(f->s, &model, identity(7), NULL, 0), SELSYNC_OK);
+    selsync_data d = {labels, listed, 0, NULL, 2, 2, 0, "top1", 10, NULL, NULL, NULL, 0, NULL};
+    assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
+    train(f, 6);
+    FILE *devnull = fopen("/dev/null", "w");
+    assert_int_equal(selsync_session_end(f->s, devnull), SELSYNC_OK);
+    fclose(devnull);
+}
+
+static void test_bn_recalibration(void **state)
+{
+    fx *f = *state;
+    mock_comm m;
+    run_recalibrated(f, &m, 300, 8);
+    assert_int_equal(recal.calls, 1);
+    assert_int_equal(recal.samples, 300);
+    assert_int_equal(recal.scores_before, 2);           /* steps 3 and 6, then the final average ... */
+    assert_int_equal(f->scores, 3);                     /* ... the recalibration, and step 6 again */
+    assert_int_equal(f->scored_at[2], 6);
+    assert_int_equal(m.bcast_root[recal.bcasts_before - 1], 0); /* rank 0's statistics went out first */
+    assert_int_equal(m.bcast_bytes[recal.bcasts_before - 1], 4 * sizeof(float));
+    assert_int_equal(m.f64_calls, recal.f64_before + 2); /* one sum for the layer (and the summary's) */
+    /* {1, 2, 3} here and {5, 7} there: mean 3.6, variance 23.2 / 4; {10, 10} and {20, 30, 40}: 22, 680 / 4 */
+    assert_true(fabsf(recal.stat[0] - 3.6f) < 1e-6f);
+    assert_true(fabsf(recal.stat[1] - 22.f) < 1e-6f);
+    assert_true(fabsf(recal.stat[2] - 5.8f) < 1e-6f);
+    assert_true(fabsf(recal.stat[3] - 170.f) < 1e-5f);
+
+    run_recalibrated(f, &m, 0, 8); /* off */
+    assert_int_equal(recal.calls, 0);
+    assert_int_equal(f->scores, 2 + 3);                 /* step 6 was scored: no final score */
+    assert_true(recal.stat[0] == 2.5f && recal.stat[2] == 1.f);
+
+    run_recalibrated(f, &m, 300, 0); /* no training list: the host feeds its own data */
+    assert_int_equal(recal.calls, 0);
 }
 
 int main(void)
@@ -406,6 +515,7 @@ int main(void)
         T(test_ssp_server_plan),
         T(test_plan_console_and_training_ranks),
         T(test_comm_table_of_another_version),
+        T(test_bn_recalibration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

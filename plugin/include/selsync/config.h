@@ -70,7 +70,8 @@ typedef enum selsync_partition {
     X(EVAL_EVERY, "eval_every")           \
     X(CHECKPOINT_EVERY, "checkpoint_every") \
     X(CHART_EVERY, "chart_every")         \
-    X(ON_NONFINITE, "on_nonfinite")
+    X(ON_NONFINITE, "on_nonfinite")       \
+    X(BN_RECALIBRATE, "bn_recalibrate")
 
 typedef enum selsync_config_key {
 #define SELSYNC_CONFIG_KEY_ENUM(id, name) SELSYNC_KEY_##id,
@@ -80,6 +81,7 @@ typedef enum selsync_config_key {
 } selsync_config_key;
 
 #define SELSYNC_PATH_MAX 512
+#define SELSYNC_BN_RECALIBRATE_DEFAULT 0 /* bn_recalibrate's default: samples per rank */
 #define SELSYNC_TEXT_SHOWN 40 /* a value as kept for messages, with its NUL */
 
 typedef struct selsync_config {
@@ -111,6 +113,8 @@ typedef struct selsync_config {
     int checkpoint_every;          /* steps between checkpoints; 0 = never */
     int chart_every;               /* steps between redraws of the training chart; 0 = no chart */
     selsync_nonfinite on_nonfinite; /* a NaN/Inf loss or gradient norm */
+    int bn_recalibrate;            /* samples per rank that re-estimate the BatchNorm statistics of the
+                                      final model after the final average; 0 = off */
 
     /* Provenance, for messages: the cfg file, the section's line, and the
      * line (0 = not set) and value as written (shortened) of every key. */

@@ -19,7 +19,9 @@
  *     selsync_session_before_update     gradients ready
  *     selsync_session_after_update      parameters updated; evaluations and
  *                                       checkpoints that are due run here
- *   selsync_session_end             the trainer's loop is over
+ *   selsync_session_end             the trainer's loop is over (with
+ *                                   bn_recalibrate, the host's recalibrate
+ *                                   runs inside it on every rank)
  *   selsync_session_destroy
  *
  * Every call returns a status; on failure selsync_session_error() holds the
@@ -41,7 +43,8 @@
 
 typedef struct selsync_session selsync_session;
 
-/* What only the host can do; called on rank 0 only. */
+/* What only the host can do; score and save_model are called on rank 0
+ * only, recalibrate on every rank. */
 typedef struct selsync_host {
     void *user;
     /* The score of the model whose parameters are params (every tensor's,
@@ -50,6 +53,17 @@ typedef struct selsync_host {
     /* Writes the model file (the host's own parameters) to path and marks
      * it as a checkpoint; non-zero after a failure (errno set). */
     int (*save_model)(void *user, const char *path);
+    /* Optional (NULL: the host has no BatchNorm). With bn_recalibrate > 0
+     * and a training list (selsync_data.n > 0), at the end of training, on
+     * every rank, after the final average and
+     * before the final evaluation: re-estimates the model's BatchNorm
+     * statistics on up to `samples` of this rank's training samples, layer
+     * after layer from the input (each layer's new statistics in force
+     * when the next one's inputs are computed), calling
+     * selsync_session_bn_combine once per normalised layer: every rank the
+     * same layers in the same order, a rank without samples too. Non-zero
+     * after a failure (the message reported, or the failed combine's). */
+    int (*recalibrate)(void *user, selsync_session *s, size_t samples);
 } selsync_host;
 
 /* What every rank must share to train with the others, compared when the
@@ -146,6 +160,16 @@ selsync_status selsync_session_after_update(selsync_session *s);
  * evaluation, the chart's last drawing and the summary (rank 0 prints it
  * to out). Collective. */
 selsync_status selsync_session_end(selsync_session *s, FILE *out);
+
+/* Inside the host's recalibrate: one normalised layer of `channels`
+ * channels. acc holds this rank's sums about shift (selsync/bnstats.h:
+ * 3*channels doubles, selsync_bn_accumulate); the shift must be the same on
+ * every rank (the session gives every rank rank 0's statistics before
+ * recalibrate, so the model's own means are). Sums acc over the ranks (one
+ * sum_f64) and sets mean and variance of every channel with values, the
+ * variance divided by count - 1 when unbiased. Collective. */
+selsync_status selsync_session_bn_combine(selsync_session *s, size_t channels, const float *shift, double *acc,
+                                          int unbiased, float *mean, float *variance);
 
 /* " | sync , synced 3/20 (15.0%)" for the trainer's iteration line (empty
  * before the first step and on the ranks that do not print). */
