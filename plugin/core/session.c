@@ -35,6 +35,7 @@
 #include "selsync/ssp.h"
 #include "selsync/vclock.h"
 
+#include "agree.h"
 #include "internal.h"
 
 /* The state in a checkpoint: this head, then per rank its position in its
@@ -108,6 +109,13 @@ static selsync_status engine_failed(selsync_session *s, selsync_status st)
 /* The ranks that share the data: all, or with ssp the workers. */
 static int parts(const selsync_session *s) { return s->world - s->ssp; }
 
+/* selsync_agree over the session's ranks, its message the session's. */
+static selsync_status session_agree(selsync_session *s, const char *const *what, int n, const agree_record *mine,
+                                    const char *advice)
+{
+    return selsync_agree(&s->comm, s->cfg.file, what, n, mine, advice, s->err, sizeof s->err);
+}
+
 /* ---- the training chart (the console rank: 0, or with ssp the first worker) ---- */
 
 /* A failed chart is a warning: training goes on without it. */
@@ -174,116 +182,6 @@ selsync_status selsync_session_create(const selsync_config *cfg, const selsync_c
     return SELSYNC_OK;
 }
 
-/* ---- agreement: every rank runs the same thing ---- */
-
-#define AGREE_ITEMS 4
-#define AGREE_VALUE 80
-#define AGREE_HOST 64
-#define AGREE_FILE 160
-
-/* What one rank holds of the things compared: its values, and where it
- * runs (for the message). */
-typedef struct agree_record {
-    char host[AGREE_HOST], file[AGREE_FILE];
-    char value[AGREE_ITEMS][AGREE_VALUE];
-} agree_record;
-
-/* src cut to len - 1 bytes, the rest of dst zeroed (the whole record is
- * compared and sent). */
-static void copy_text(char *dst, size_t len, const char *src)
-{
-    size_t n = src ? strnlen(src, len - 1) : 0;
-    memset(dst, 0, len);
-    if (n) memcpy(dst, src, n);
-}
-
-/* Appends the ranks of `all` whose value of item equals rank first's, from
- * first on, and marks them done: "ranks 0, 2 (hostA; a.cfg): VALUE". */
-static size_t describe_group(const agree_record *all, int world, int first, int item, uint8_t *done, char *buf,
-                             size_t len)
-{
-    const char *value = all[first].value[item];
-    size_t used = 0;
-    int shown = 0, count = 0;
-    for (int r = first; r < world; ++r)
-        count += !done[r] && strcmp(all[r].value[item], value) == 0;
-    used += (size_t)snprintf(buf + used, len - used, "%s", count > 1 ? "ranks" : "rank");
-    for (int r = first; r < world && used < len; ++r) {
-        if (done[r] || strcmp(all[r].value[item], value) != 0) continue;
-        done[r] = 1;
-        if (shown++ < 8) used += (size_t)snprintf(buf + used, len - used, "%s %d", shown > 1 ? "," : "", r);
-    }
-    if (shown > 8 && used < len) used += (size_t)snprintf(buf + used, len - used, " and %d more", shown - 8);
-    if (used < len)
-        used += (size_t)snprintf(buf + used, len - used, " (%s%s; %s): %s", count > 1 ? "first on " : "",
-                                 all[first].host, all[first].file, value);
-    return used < len ? used : len;
-}
-
-/* Checks that every rank holds the same values of the n items named what[]
- * (n <= AGREE_ITEMS); each rank's mine->value[i] is its own. On a
- * difference every rank fails with one message naming, for each item that
- * differs, the groups of ranks with their host, cfg file and value.
- * Collective: rank 0's record, any(differs); on a difference, one bcast
- * from each other rank. */
-static selsync_status agree(selsync_session *s, const char *const *what, int n, const agree_record *mine,
-                            const char *advice)
-{
-    const selsync_comm_ops *ops = s->comm.ops;
-    agree_record *all;
-    uint8_t differs[AGREE_ITEMS] = {0}, any = 0;
-    selsync_status st;
-    if (s->world == 1) return SELSYNC_OK;
-    if (!(all = malloc((size_t)s->world * sizeof *all))) return FAIL(s, SELSYNC_ENOMEM, "out of memory");
-    all[s->rank] = *mine;
-    if ((st = ops->bcast(s->comm.ctx, &all[0], sizeof all[0], 0))) goto comm;
-    for (int i = 0; i < n; ++i) differs[i] = memcmp(all[0].value[i], mine->value[i], AGREE_VALUE) != 0;
-    if ((st = ops->any(s->comm.ctx, differs, (size_t)n))) goto comm;
-    for (int i = 0; i < n; ++i) any |= differs[i];
-    if (!any) {
-        free(all);
-        return SELSYNC_OK;
-    }
-    for (int r = 1; r < s->world; ++r)
-        if ((st = ops->bcast(s->comm.ctx, &all[r], sizeof all[r], r))) goto comm;
-    for (int r = 0; r < s->world; ++r) { /* what came from elsewhere is text */
-        all[r].host[AGREE_HOST - 1] = all[r].file[AGREE_FILE - 1] = '\0';
-        for (int i = 0; i < n; ++i) all[r].value[i][AGREE_VALUE - 1] = '\0';
-    }
-    uint8_t *done = calloc((size_t)s->world, 1);
-    if (!done) {
-        free(all);
-        return FAIL(s, SELSYNC_ENOMEM, "out of memory");
-    }
-    size_t used = (size_t)snprintf(s->err, sizeof s->err, "%s: the ranks do not run the same thing:", s->cfg.file);
-    for (int i = 0; i < n && used < sizeof s->err; ++i) {
-        if (!differs[i]) continue;
-        memset(done, 0, (size_t)s->world);
-        used += (size_t)snprintf(s->err + used, sizeof s->err - used, " %s differs:", what[i]);
-        for (int r = 0; r < s->world && used < sizeof s->err; ++r) {
-            if (done[r]) continue;
-            used += (size_t)snprintf(s->err + used, sizeof s->err - used, " ");
-            if (used < sizeof s->err) used += describe_group(all, s->world, r, i, done, s->err + used,
-                                                             sizeof s->err - used);
-            if (used < sizeof s->err) used += (size_t)snprintf(s->err + used, sizeof s->err - used, ";");
-        }
-    }
-    if (used < sizeof s->err) snprintf(s->err + used, sizeof s->err - used, " %s", advice);
-    free(done);
-    free(all);
-    return SELSYNC_EMISMATCH;
-comm:
-    free(all);
-    return comm_failed(s, st, "comparing what the ranks run");
-}
-
-/* The host and the file (NULL: the cfg) named beside this rank's values. */
-static void where_this_rank_runs(const selsync_session *s, const char *host, const char *file, agree_record *rec)
-{
-    copy_text(rec->host, sizeof rec->host, host && *host ? host : "?");
-    copy_text(rec->file, sizeof rec->file, file ? file : s->cfg.file);
-}
-
 /* ---- load: one network, rank 0's weights and state everywhere ---- */
 
 /* The state length rank 0 shares when it refused the checkpoint. */
@@ -300,13 +198,13 @@ selsync_status selsync_session_load(selsync_session *s, const selsync_model *mod
     char text[AGREE_VALUE];
     s->model = *model;
     snprintf(s->host_name, sizeof s->host_name, "%s", id->host ? id->host : "");
-    where_this_rank_runs(s, id->host, NULL, &mine);
-    copy_text(mine.value[0], AGREE_VALUE, id->build);
+    agree_where(&mine, id->host, s->cfg.file);
+    agree_copy_text(mine.value[0], AGREE_VALUE, id->build);
     snprintf(text, sizeof text, "hash %016" PRIx64, id->cfg_hash);
-    copy_text(mine.value[1], AGREE_VALUE, text);
+    agree_copy_text(mine.value[1], AGREE_VALUE, text);
     snprintf(text, sizeof text, "layout hash %016" PRIx64, id->layout_hash);
-    copy_text(mine.value[2], AGREE_VALUE, text);
-    if ((st = agree(s, what, 3, &mine, "Every rank must run the same build of darknet with the same cfg.")))
+    agree_copy_text(mine.value[2], AGREE_VALUE, text);
+    if ((st = session_agree(s, what, 3, &mine, "Every rank must run the same build of darknet with the same cfg.")))
         return st;
     if (s->world > 1) {
         for (size_t i = 0; i < model->n_tensors; ++i)
@@ -441,10 +339,10 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
     if (s->ssp && d->max_steps == 0)
         return FAIL(s, SELSYNC_ECONFIG, "%s: [selsync] method = ssp needs max_batches > 0 in [net] (the workers "
                     "must finish)", s->cfg.file);
-    where_this_rank_runs(s, s->host_name, d->list_source, &mine);
+    agree_where(&mine, s->host_name, d->list_source ? d->list_source : s->cfg.file);
     snprintf(text, sizeof text, "%zu files, hash %016" PRIx64, d->n, d->list_hash);
-    copy_text(mine.value[0], AGREE_VALUE, text);
-    if ((st = agree(s, what, 1, &mine, "Every rank must read the same training list (the same paths, in the same "
+    agree_copy_text(mine.value[0], AGREE_VALUE, text);
+    if ((st = session_agree(s, what, 1, &mine, "Every rank must read the same training list (the same paths, in the same "
                     "order).")))
         return st;
     if (!s->engine && (st = start_engine(s))) return st;
