@@ -24,6 +24,7 @@ static const char *const method_names[NMETHODS] = {"selsync", "bsp", "fedavg", "
 static const char *const granularity_names[] = {"model", "layer"};
 static const char *const aggregate_names[] = {"params", "grads"};
 static const char *const nonfinite_names[] = {"stop", "skip"};
+static const char *const sync_until_names[] = {"none", "decay", "burn_in"};
 static const char *const partition_names[] = {"iid", "seldp", "label", "dirichlet"};
 
 static const char *const key_names[SELSYNC_KEY_COUNT] = {
@@ -189,6 +190,14 @@ static const char *p_max_local(selsync_config *c, const char *v) { return parse_
 static const char *p_target_sync(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->target_sync); }
 static const char *p_qsr_alpha(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1e6, &c->qsr_alpha); }
 
+static const char *p_sync_until(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, sync_until_names, 3, &i);
+    if (!e) c->sync_until = (selsync_sync_until)i;
+    return e;
+}
+
 static const char *p_granularity(selsync_config *c, const char *v)
 {
     int i;
@@ -287,6 +296,7 @@ static const struct key_info {
     [SELSYNC_KEY_MAX_LOCAL] = {p_max_local, SELSYNC_ONLY, "an integer from 0 to 1000000 (0 = no bound)"},
     [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
     [SELSYNC_KEY_QSR_ALPHA] = {p_qsr_alpha, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
+    [SELSYNC_KEY_SYNC_UNTIL] = {p_sync_until, SELSYNC_ONLY, "none, decay, burn_in"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
     [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
@@ -553,6 +563,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->max_local) PUT(" max_local=%d", c->max_local);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);

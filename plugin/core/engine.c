@@ -340,7 +340,7 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
         return st;
     engine_keep_stats(e, 1);
     e->last = e->cur;
-    e->prev_lr = e->cur.learning_rate; /* qsr_alpha's bound for the next step */
+    policy_note_rate(e, e->cur.learning_rate); /* the rules of the next step */
     e->has_last = 1;
     e->tot.steps++;
     e->tot.synced_steps += e->cur.decision == SELSYNC_SYNC_STEP;

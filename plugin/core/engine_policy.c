@@ -40,11 +40,24 @@ uint64_t policy_local_bound(const selsync_engine *e)
     return (uint64_t)h;
 }
 
+/* sync_until (post-local SGD): every step synchronises until the rate
+ * first falls (decay) or stops rising (burn_in), as seen after a step; the
+ * steps after it are selective. Decided from the previous steps' rates, so
+ * the same on every rank and known before the backward pass. */
+void policy_note_rate(selsync_engine *e, double lr)
+{
+    if (!e->sync_done && e->prev_lr > 0) {
+        if (e->cfg.sync_until == SELSYNC_SYNC_UNTIL_DECAY) e->sync_done = lr < e->prev_lr;
+        if (e->cfg.sync_until == SELSYNC_SYNC_UNTIL_BURN_IN) e->sync_done = lr <= e->prev_lr;
+    }
+    e->prev_lr = lr;
+}
+
 int policy_forced(const selsync_engine *e)
 {
     return e->cfg.method == SELSYNC_METHOD_BSP ||
            (e->cfg.method == SELSYNC_METHOD_SELSYNC &&
-            (e->step < (uint64_t)e->cfg.warmup ||
+            (e->step < (uint64_t)e->cfg.warmup || (e->cfg.sync_until && !e->sync_done) ||
              (e->cfg.max_local > 0 && e->local_run >= policy_local_bound(e))));
 }
 

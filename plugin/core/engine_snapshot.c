@@ -16,6 +16,7 @@ typedef struct snapshot_head {
     double ratio, wall, delta;
     selsync_totals tot;
     double prev_lr; /* the learning rate of the last step (qsr_alpha's bound) */
+    uint64_t sync_done; /* sync_until's switch has happened */
 } snapshot_head;
 
 static const char snapshot_magic[8] = "SSENG05";
@@ -56,7 +57,7 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
                      selsync_engine_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
                        e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot,
-                       e->prev_lr};
+                       e->prev_lr, (uint64_t)e->sync_done};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -91,7 +92,7 @@ static const char *restored_fields_invalid(const selsync_engine *e, const snapsh
         return "its step counters are out of range";
     if (h->ratio_n > e->n_params || !nonneg_finite(h->ratio) || h->ratio > 1e6)
         return "its transfer ratio is out of range";
-    if (h->local_run > h->step || !nonneg_finite(h->delta) || !nonneg_finite(h->prev_lr))
+    if (h->local_run > h->step || !nonneg_finite(h->delta) || !nonneg_finite(h->prev_lr) || h->sync_done > 1)
         return "its run of local steps, its delta or its learning rate is out of range";
     if (!nonneg_finite(h->wall) || !nonneg_finite(t->t_compute) || !nonneg_finite(t->t_measure) ||
         !nonneg_finite(t->t_agree) || !nonneg_finite(t->t_transfer) || !nonneg_finite(t->t_excluded))
@@ -152,6 +153,7 @@ selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t
     e->local_run = h.local_run;
     e->delta = h.delta;
     e->prev_lr = h.prev_lr;
+    e->sync_done = (int)h.sync_done;
     e->tot = h.tot;
     e->t_mark = selsync_now();
     e->t_start = e->t_mark - h.wall;

@@ -67,6 +67,7 @@ struct selsync_engine {
     selsync_step cur, last;
     int has_last;
     double prev_lr;              /* the learning rate of the last step (0 before any): qsr_alpha's bound */
+    int sync_done;               /* sync_until: the switch to selective steps has happened */
     selsync_totals tot;
     selsync_ssp_worker *ssp;     /* method ssp on a worker */
     int ssp_server, served;      /* method ssp on rank 0; selsync_engine_serve ran */
@@ -128,6 +129,9 @@ int policy_syncs(const selsync_engine *e, const selsync_tensor *t);
 int policy_forced(const selsync_engine *e);
 /* max_local's bound this step (with qsr_alpha, grown as the rate decays). */
 uint64_t policy_local_bound(const selsync_engine *e);
+/* After a step at learning rate lr: sync_until's switch, and the rate the
+ * next step's rules read (prev_lr). */
+void policy_note_rate(selsync_engine *e, double lr);
 /* Fills e->chosen, e->member, e->n_members and e->scale for this step
  * (bad: this rank's loss or gradient is not finite). */
 selsync_status policy_decide(selsync_engine *e, int bad);

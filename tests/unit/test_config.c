@@ -336,7 +336,8 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, aggregate, overlap, bucket_mb, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, aggregate, overlap, "
+                                "bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
                                 "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate");
@@ -706,6 +707,30 @@ static void test_qsr_alpha_key(void **state)
     assert_contains(f->err, ":3: [selsync] qsr_alpha = '0.5': does not apply to method = fedavg");
 }
 
+/* sync_until: none (default), decay, burn_in; selsync only. */
+static void test_sync_until_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(f->cfg.sync_until, SELSYNC_SYNC_UNTIL_NONE);
+    assert_int_equal(set(f, "sync_until", "burn_in", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.sync_until, SELSYNC_SYNC_UNTIL_BURN_IN);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " sync_until=burn_in");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "sync_until", "decay", 3), SELSYNC_OK);
+    assert_int_equal(f->cfg.sync_until, SELSYNC_SYNC_UNTIL_DECAY);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "sync_until", "warmup", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] sync_until = 'warmup'");
+    assert_contains(f->err, "none, decay, burn_in");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "sync_until", "decay", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] sync_until = 'decay': does not apply to method = bsp");
+}
+
 static void test_guard_with_bsp(void **state)
 {
     fixture *f = *state;
@@ -1061,6 +1086,7 @@ int main(void)
         T(test_guard_and_target_keys),
         T(test_target_sync_needs_a_delta),
         T(test_qsr_alpha_key),
+        T(test_sync_until_key),
         T(test_overlap_keys),
         T(test_overlap_needs_grads_and_stop),
         T(test_guard_with_bsp),

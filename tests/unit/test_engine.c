@@ -492,6 +492,46 @@ static void test_qsr_bound_survives_a_restore(void **state)
     free(saved);
 }
 
+/* sync_until (post-local SGD): every step synchronises, whatever delta says,
+ * until the step after the rate first falls (decay) or stops rising
+ * (burn_in); then the steps are selective (delta huge: local), and the
+ * switch survives a checkpoint. */
+static void test_sync_until(void **state)
+{
+    fx *f = *state;
+    /* a burn-in from 0.025 to 0.1 over 3 steps, 0.1 for 2 steps, then a decay */
+    const double rates[10] = {0.025, 0.05, 0.075, 0.1, 0.1, 0.1, 0.05, 0.05, 0.02, 0.02};
+    static const struct { selsync_sync_until until; int first_local; } cases[] = {
+        {SELSYNC_SYNC_UNTIL_BURN_IN, 5}, /* step 4's rate did not rise: local from step 5 */
+        {SELSYNC_SYNC_UNTIL_DECAY, 7},   /* step 6's rate fell */
+        {SELSYNC_SYNC_UNTIL_NONE, 1},    /* the warm-up alone */
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        selsync_engine_destroy(f->e);
+        f->cfg = (selsync_config){0};
+        selsync_config_default(&f->cfg, "test.cfg", 1);
+        f->cfg.warmup = 1;
+        f->cfg.delta = 1e30;
+        f->cfg.sync_until = cases[c].until;
+        make(f);
+        void *saved = NULL;
+        size_t len = 0;
+        for (int t = 0; t < 10; t++) {
+            if (t == 5) { /* a checkpoint here and a restored engine go on alike */
+                len = selsync_engine_snapshot_size(f->e);
+                saved = malloc(len);
+                assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+                selsync_engine_destroy(f->e);
+                make(f);
+                assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
+                free(saved);
+            }
+            selsync_decision want = t < cases[c].first_local ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP;
+            if (step_at(f, rates[t], t) != want) fail_msg("case %zu, step %d: not %s", c, t, selsync_decision_name(want));
+        }
+    }
+}
+
 /* A synchronisation the flags asked for starts the run of local steps anew. */
 static void test_max_local_counts_from_the_last_sync(void **state)
 {
@@ -1544,14 +1584,15 @@ static void test_snapshot_restore_continues(void **state)
  * ratio_n, step counters out of order, negative times, NaN norms. The
  * snapshot head is magic[8], seven u64 (n_track, window, n_params,
  * n_trained, has_snap, step, ratio_n), the doubles ratio and wall, then
- * the totals (six u64, five doubles, two u64), the last learning rate;
- * the norms follow. */
+ * the totals (six u64, five doubles, two u64), the last learning rate and
+ * sync_until's switch (u64); the norms follow. */
 static void test_restore_validates_fields(void **state)
 {
     fx *f = *state;
     const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
                  at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
-                 at_t_compute = at_steps + 6 * 8, at_lr = at_t_compute + 5 * 8 + 3 * 8, at_norms = at_lr + 8;
+                 at_t_compute = at_steps + 6 * 8, at_lr = at_t_compute + 5 * 8 + 3 * 8, at_done = at_lr + 8,
+                 at_norms = at_done + 8;
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
@@ -1569,7 +1610,7 @@ static void test_restore_validates_fields(void **state)
         {at_t_compute, &nan, 8, "times"},            {at_norms, &nan, 8, "gradient norms"},
         {at_local_run, &huge, 8, "run of local steps"}, {at_delta, &nan, 8, "delta"},
         {at_delta, &neg, 8, "delta"},               {at_lr, &nan, 8, "learning rate"},
-        {at_lr, &neg, 8, "learning rate"},
+        {at_lr, &neg, 8, "learning rate"},           {at_done, &huge, 8, "learning rate"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(bad, saved, len);
@@ -1632,6 +1673,7 @@ int main(void)
         T(test_max_local_counts_from_the_last_sync),
         T(test_qsr_bound_grows_as_the_rate_decays),
         T(test_qsr_bound_survives_a_restore),
+        T(test_sync_until),
         T(test_target_sync_adapts_delta),
         T(test_remote_flag_syncs),
         T(test_no_agreement_for_baselines),

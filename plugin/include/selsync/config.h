@@ -32,6 +32,13 @@ typedef enum selsync_aggregate {
     SELSYNC_AGGREGATE_GRADS         /* average gradients before the update */
 } selsync_aggregate;
 
+/* Post-local SGD: selsync synchronises every step until ... */
+typedef enum selsync_sync_until {
+    SELSYNC_SYNC_UNTIL_NONE = 0, /* (off) */
+    SELSYNC_SYNC_UNTIL_DECAY,    /* the learning rate first falls below the previous step's */
+    SELSYNC_SYNC_UNTIL_BURN_IN   /* the learning rate stops rising (Darknet's burn_in ends) */
+} selsync_sync_until;
+
 typedef enum selsync_nonfinite {
     SELSYNC_NONFINITE_STOP = 0,  /* end the job, naming the step and rank */
     SELSYNC_NONFINITE_SKIP       /* no rank synchronises that step */
@@ -55,6 +62,7 @@ typedef enum selsync_partition {
     X(MAX_LOCAL, "max_local")             \
     X(TARGET_SYNC, "target_sync")         \
     X(QSR_ALPHA, "qsr_alpha")             \
+    X(SYNC_UNTIL, "sync_until")           \
     X(AGGREGATE, "aggregate")             \
     X(OVERLAP, "overlap")                 \
     X(BUCKET_MB, "bucket_mb")             \
@@ -94,6 +102,7 @@ typedef struct selsync_config {
     int max_local;                 /* a step after this many local ones synchronises; 0 = no bound */
     double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
     double qsr_alpha;              /* > 0: max_local grows to floor((qsr_alpha / lr)^2) as lr decays */
+    selsync_sync_until sync_until; /* post-local SGD: every step synchronises until then */
     selsync_aggregate aggregate;
     int overlap;                   /* 0/1: sums overlap computation: gradient buckets the backward pass
                                       (aggregate = grads), a parameter average the next step (params) */
