@@ -40,6 +40,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare.common import draw_png  # noqa: E402  (the modules: scripts/compare/)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
 GRID = ("bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,selsync-0.05,selsync-0.1,selsync-0.3,selsync-0.5,"
@@ -126,9 +129,6 @@ def spread(xs):
 
 
 def plot(out, stats):
-    gnuplot = shutil.which("gnuplot")
-    if not gnuplot:
-        fail("gnuplot is missing: scripts/install-deps.sh installs it (Debian package gnuplot-nox)")
     with open(os.path.join(out, "frontier.dat"), "w") as f:
         for s in stats:
             f.write("%s\t%.6f\t%.6f\t%.6f\t%.3f\n" % (s["method"], s["mb"], s["final"], s["sd"], s["time"]))
@@ -140,12 +140,9 @@ def plot(out, stats):
               "unset logscale x\nset xlabel 'training time (s, virtual)'\n"
               "plot 'frontier.dat' using 5:3:4 with yerrorbars pt 7, '' using 5:3:1 with labels offset 0,1 font ',8'\n"
               "unset multiplot\n")
-    with open(os.path.join(out, "frontier.gp"), "w") as f:
-        f.write(script)
-    p = subprocess.run([gnuplot, "frontier.gp"], cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
-    if p.returncode or not os.path.exists(os.path.join(out, "frontier.png")):
-        fail("gnuplot failed on %s/frontier.gp:\n%s" % (out, p.stdout[-2000:]))
+    why = draw_png(out, "frontier", script)
+    if why:
+        fail(why)
 
 
 def main():

@@ -31,13 +31,13 @@ the test of the script, not a measurement.
 import argparse
 import math
 import os
-import shutil
 import subprocess
 import sys
 import time
 
 # the modules: scripts/compare/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare.common import draw_png  # noqa: E402
 from compare.metrics import WARMUP, quantile, read_metrics  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -126,9 +126,6 @@ def read_results(a, ranks, folder):
 
 
 def plot(out, rows, methods, target):
-    gnuplot = shutil.which("gnuplot")
-    if not gnuplot:
-        fail("gnuplot is missing: scripts/install-deps.sh installs it (Debian package gnuplot-nox)")
     plots = []
     for i, m in enumerate(methods):
         dat = "scaling-%s.dat" % m
@@ -145,12 +142,9 @@ def plot(out, rows, methods, target):
               "unset multiplot\n"
               % (os.path.basename(out), ", ".join("'%s' using 1:2 with linespoints title '%s'" % p for p in plots),
                  target, ", ".join("'%s' using 1:3 with linespoints title '%s'" % p for p in plots)))
-    with open(os.path.join(out, "scaling.gp"), "w") as f:
-        f.write(script)
-    p = subprocess.run([gnuplot, "scaling.gp"], cwd=out, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                       universal_newlines=True)
-    if p.returncode or not os.path.exists(os.path.join(out, "scaling.png")):
-        fail("gnuplot failed on %s/scaling.gp:\n%s" % (out, p.stdout[-2000:]))
+    why = draw_png(out, "scaling", script)
+    if why:
+        fail(why)
 
 
 def main():

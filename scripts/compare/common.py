@@ -1,5 +1,7 @@
 """Paths, names and small helpers shared by the comparison's modules."""
 import os
+import shutil
+import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
@@ -32,3 +34,17 @@ def write(path, text):
 def clock(s):
     s = int(round(s))
     return "%d:%02d:%02d" % (s // 3600, s // 60 % 60, s % 60) if s >= 3600 else "%d:%02d" % (s // 60, s % 60)
+
+
+def draw_png(folder, name, script):
+    """Writes FOLDER/NAME.gp and runs gnuplot on it, which must write
+    FOLDER/NAME.png: None, or why it did not."""
+    gnuplot = shutil.which("gnuplot")
+    if not gnuplot:
+        return "gnuplot is missing: scripts/install-deps.sh installs it (Debian package gnuplot-nox)"
+    write(os.path.join(folder, name + ".gp"), script)
+    p = subprocess.run([gnuplot, name + ".gp"], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       universal_newlines=True)
+    if p.returncode or not os.path.exists(os.path.join(folder, name + ".png")):
+        return "gnuplot failed on %s/%s.gp:\n%s" % (folder, name, p.stdout[-2000:])
+    return None
