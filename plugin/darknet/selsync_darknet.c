@@ -650,7 +650,8 @@ int darknet_plugin_init(int *argc, char ***argv)
     ad->world = selsync_comm_size(&ad->comm);
     if (start_virtual_time(ad, err, sizeof err) ||
         set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
-        failed(ad, "plugin start failed: %s", err[0] ? err : "could not register the " SECTION " section handler");
+        report(ad, "%s", err[0] ? err : "could not register the " SECTION " section handler");
+        failed(ad, "plugin start failed");
         selsync_mpi_finalize();
         free(ad);
         return EXIT_FAILURE;
