@@ -59,14 +59,19 @@ done
 "$check_prog" reference "$work/reference.cfg" "$work/r.weights" "$work/union.list" "$work/reference.stats" \
     >"$work/reference.out" 2>&1
 check "the reference pass exits 0" '[ $? -eq 0 ]' || cat "$work/reference.out"
-# close A REF: same layers and channels; means within 1e-4 of a standard
-# deviation (plus 1e-4 of the mean), variances within 2e-4 relative
+# close A REF: same layers and channels; means within 2e-3 of a standard
+# deviation (plus 2e-3 of the mean), variances within 2e-3 relative. The
+# reference's statistics are float sums over up to 100 x 784 values: under
+# -Ofast they are vectorised (errors near 1e-6), without (the sanitizer
+# build) they run in one accumulator, whose rounding reaches a few 1e-4
+# (bound: n x 2^-24 = 5e-3). The statistics before the recalibration are
+# off by more than 0.9.
 close() {
     awk 'NR == FNR { m[$1" "$2] = $3; v[$1" "$2] = $4; n++; next }
          { k = $1" "$2; if (!(k in m)) { bad++; next } seen++
            d = $3 - m[k]; if (d < 0) d = -d; s = sqrt(v[k]); mm = m[k] < 0 ? -m[k] : m[k]
-           if (d > 1e-4 * (s + mm) + 1e-6) bad++
-           e = $4 - v[k]; if (e < 0) e = -e; if (e > 2e-4 * v[k] + 1e-7) bad++ }
+           if (d > 2e-3 * (s + mm) + 1e-6) bad++
+           e = $4 - v[k]; if (e < 0) e = -e; if (e > 2e-3 * v[k] + 1e-7) bad++ }
          END { exit !(n > 0 && seen == n && !bad) }' "$2" "$1"
 }
 check "three normalised layers, 32 channels" '[ "$(wc -l <"$work/reference.stats")" -eq 32 ]'
