@@ -189,6 +189,7 @@ static const char *p_warmup(selsync_config *c, const char *v) { return parse_int
 static const char *p_max_local(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->max_local); }
 static const char *p_target_sync(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->target_sync); }
 static const char *p_qsr_alpha(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1e6, &c->qsr_alpha); }
+static const char *p_drift(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1e6, &c->drift); }
 
 static const char *p_sync_until(selsync_config *c, const char *v)
 {
@@ -297,6 +298,7 @@ static const struct key_info {
     [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
     [SELSYNC_KEY_QSR_ALPHA] = {p_qsr_alpha, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
     [SELSYNC_KEY_SYNC_UNTIL] = {p_sync_until, SELSYNC_ONLY, "none, decay, burn_in"},
+    [SELSYNC_KEY_DRIFT] = {p_drift, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
     [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
@@ -478,6 +480,13 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
     if (cfg->warmup < 0) cfg->warmup = cfg->window;
     if (cfg->aggregate == SELSYNC_AGGREGATE_DEFAULT)
         cfg->aggregate = cfg->method == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS;
+    if (cfg->drift > 0 && cfg->aggregate != SELSYNC_AGGREGATE_PARAMS) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_DRIFT));
+        put(&m, "drift = %g: the drift rule measures how far the parameters moved since the last average, and "
+                "with aggregate = grads no average brings them together; allowed: aggregate = params "
+                "(selsync's default)", cfg->drift);
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->line[SELSYNC_KEY_BUCKET_MB] > 0 && cfg->aggregate != SELSYNC_AGGREGATE_GRADS) {
         head(&m, cfg, cfg->line[SELSYNC_KEY_BUCKET_MB]);
         put(&m, "bucket_mb = '%s': gradient buckets apply to aggregate = grads, and parameters are averaged here "
@@ -564,6 +573,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->drift > 0) PUT(" drift=%g", c->drift);
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);

@@ -107,6 +107,9 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if (world < 1 || rank < 0 || rank >= world)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
     if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
+    if (cfg->drift > 0 && !ops->sum_f64)
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] drift needs a communicator with sum_f64; '%s' "
+                    "has none", ops->name ? ops->name : "");
     if (cfg->method == SELSYNC_METHOD_SSP && (!ops->send || !ops->recv))
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] method = ssp needs a communicator with point-to-point "
                     "messages; '%s' has none", ops->name ? ops->name : "");
@@ -154,6 +157,11 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->late_layers = calloc(e->n_layers, 1);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
     e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
+    if (cfg->drift > 0 && cfg->method == SELSYNC_METHOD_SELSYNC) {
+        e->anchor = malloc((n_trained + 1) * sizeof *e->anchor);
+        e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64);
+        if (!e->anchor || !e->agree64) goto nomem;
+    }
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
         !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
@@ -165,6 +173,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) e->active[e->n_groups > 1 ? e->t[i].layer : 0] = 1;
         if (policy_syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
     }
+    policy_anchor(e, NULL); /* every rank starts from the same model */
     if (cfg->log[0] && (st = metrics_open(e, err, errlen)) != SELSYNC_OK) goto fail;
     if (cfg->method == SELSYNC_METHOD_SSP) {
         e->ratio = world > 2 ? 2.0 * (world - 2) / (world - 1) : 0.0;
@@ -213,6 +222,8 @@ void selsync_engine_destroy(selsync_engine *e)
     free(e->snap);
     free(e->stats);
     free(e->mean);
+    free(e->anchor);
+    free(e->agree64);
     selsync_ssp_worker_destroy(e->ssp);
     free(e);
 }
@@ -322,11 +333,15 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
                      "(2^53 - 1)", e->step);
     e->in_step = 0;
     e->step_open = 0;
-    if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp &&
-        (st = engine_averages_late(e)
-                  ? engine_start_late(e)
-                  : engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
-        return st;
+    if (e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cur.decision == SELSYNC_SYNC_STEP && !e->ssp) {
+        if (engine_averages_late(e)) {
+            if ((st = engine_start_late(e)) != SELSYNC_OK) return st;
+        } else {
+            if ((st = engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+                return st;
+            policy_anchor(e, e->chosen);
+        }
+    }
     if (e->snap) { /* the residual the host left for the next step */
         double t0 = selsync_now();
         for (size_t i = 0; i < e->nt; i++)

@@ -213,6 +213,7 @@ selsync_status engine_apply_late(selsync_engine *e, int between, double *t)
         }
         n += x->count;
     }
+    policy_anchor(e, e->late_layers);
     *t += selsync_now() - t0;
     return SELSYNC_OK;
 }

@@ -59,10 +59,11 @@ static int adaptive(const selsync_engine *e)
 }
 
 /* Whether column k is in this run's file: delta with target_sync, virtual_s
- * under virtual time. */
+ * under virtual time, drift with the drift rule. */
 static int written(const selsync_engine *e, metrics_column k)
 {
     if (k == METRICS_DELTA) return adaptive(e);
+    if (k == METRICS_DRIFT) return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.drift > 0;
     if (k == METRICS_VIRTUAL_S) return selsync_virtual_clock(&e->comm, NULL);
     return 1;
 }
@@ -100,6 +101,7 @@ static int put_column(FILE *f, const selsync_step *s, metrics_column k)
     case METRICS_T_TRANSFER: return fprintf(f, "%.9g", s->t_transfer);
     case METRICS_DELTA: return fprintf(f, "%.9g", s->delta);
     case METRICS_VIRTUAL_S: return fprintf(f, "%.6f", s->t_virtual);
+    case METRICS_DRIFT: return fprintf(f, "%.9g", s->drift);
     case METRICS_COLUMNS: break;
     }
     return -1;

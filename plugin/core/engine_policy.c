@@ -6,6 +6,12 @@
  * fills). Afterwards one `any` over the per-group flags ORs them across
  * ranks; every rank then synchronises the same layers.
  *
+ * With drift > 0 the agreement is one sum_f64 instead: the flags, the
+ * non-finite flag and this rank's drift D_i = ||x_i - a_i||^2 / ||a_i||^2
+ * (x_i: its trained params; a_i: the same right after the last average it
+ * applied, the consensus); a flag counts when its sum is > 0, and every
+ * layer synchronises when the mean of the D_i exceeds drift.
+ *
  * FedAvg with fraction C < 1: k = max(1, round(C * N)) members drawn by a
  * partial Fisher-Yates from the stream (seed, 0xfed, step), the same on
  * every rank; the members alone send (sum_f32v_among) and everybody
@@ -59,6 +65,46 @@ int policy_forced(const selsync_engine *e)
            (e->cfg.method == SELSYNC_METHOD_SELSYNC &&
             (e->step < (uint64_t)e->cfg.warmup || (e->cfg.sync_until && !e->sync_done) ||
              (e->cfg.max_local > 0 && e->local_run >= policy_local_bound(e))));
+}
+
+void policy_anchor(selsync_engine *e, const uint8_t *layers)
+{
+    if (!e->anchor) return;
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED && (!layers || layers[e->t[i].layer]))
+            memcpy(e->anchor + e->snap_off[i], e->t[i].param, e->t[i].count * sizeof *e->anchor);
+}
+
+/* This rank's ||x - anchor||^2 / ||anchor||^2 over the trained params
+ * (inf when the anchor is 0 and x is not). */
+static double drift_of(const selsync_engine *e)
+{
+    double moved = 0, size = 0;
+    for (size_t i = 0; i < e->nt; i++) {
+        if (e->t[i].kind != SELSYNC_TENSOR_TRAINED) continue;
+        const float *x = e->t[i].param, *a = e->anchor + e->snap_off[i];
+        for (size_t j = 0; j < e->t[i].count; j++) {
+            double d = (double)x[j] - (double)a[j];
+            moved += d * d;
+            size += (double)a[j] * (double)a[j];
+        }
+    }
+    return size > 0 ? moved / size : moved > 0 ? INFINITY : 0;
+}
+
+/* The agreement of a selsync step after warm-up, over n flags (the groups',
+ * then the non-finite one): any, or with drift one sum_f64 that also
+ * averages the ranks' drift into e->cur.drift (top comment). */
+static selsync_status agree(selsync_engine *e, size_t n)
+{
+    if (!e->agree64) return e->comm.ops->any(e->comm.ctx, e->flags, n);
+    for (size_t i = 0; i < n; i++) e->agree64[i] = e->flags[i];
+    e->agree64[n] = drift_of(e);
+    selsync_status st = e->comm.ops->sum_f64(e->comm.ctx, e->agree64, n + 1);
+    if (st != SELSYNC_OK) return st;
+    for (size_t i = 0; i < n; i++) e->flags[i] = e->agree64[i] > 0;
+    e->cur.drift = e->agree64[n] / e->world;
+    return SELSYNC_OK;
 }
 
 /* FedAvg with C < 1: returns k, sets e->member, and when k < world leaves
@@ -122,12 +168,13 @@ selsync_status policy_decide(selsync_engine *e, int bad)
         selsync_status st;
         if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
         *flag = (uint8_t)bad;
-        st = e->comm.ops->any(e->comm.ctx, e->flags, e->n_groups + skip);
+        st = agree(e, e->n_groups + skip);
         e->cur.t_agree = selsync_now() - t0;
-        if (st != SELSYNC_OK) return engine_comm_failed(e, st, "agreement (any)", e->n_groups + skip);
+        if (st != SELSYNC_OK)
+            return engine_comm_failed(e, st, e->agree64 ? "agreement (sum_f64)" : "agreement (any)", e->n_groups + skip);
         skip = 0; /* agreed */
         for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
-        all = policy_forced(e); /* the max_local guard */
+        all = policy_forced(e) || e->cur.drift > e->cfg.drift; /* the max_local guard; the drift rule */
         break;
     }
     case SELSYNC_METHOD_BSP:

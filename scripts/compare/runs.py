@@ -46,6 +46,9 @@ def methods(steps, extra=False):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         out.append(("selsync-qsr", "SelSync δ=0.3, quadratic rule from 4 local steps in a row",
                     {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1}))
+        for d in ("1e-4", "3e-4", "1e-3"):  # the drift rule alone (delta never fires)
+            out.append(("selsync-drift-%s" % d, "SelSync, drift rule at %s (Δ off)" % d,
+                        {"method": "selsync", "delta": "1e30", "drift": d}))
         for t in ("0.05", "0.25", "0.5"):
             out.append(("selsync-target-%s" % t, "SelSync, δ adapted to %g %% synchronised steps" % (100 * float(t)),
                         {"method": "selsync", "delta": "0.3", "target_sync": t}))

@@ -10,6 +10,9 @@
 #    and decisions are identical on all ranks;
 #  - delta=0 synchronises every step, a huge delta only during warm-up;
 #  - a flag raised on one rank alone makes every rank synchronise;
+#  - the drift rule: every rank logs the same (agreed) drift, a step
+#    synchronises exactly when it exceeds the threshold, and the step after
+#    an average measures 0;
 #  - local SGD drifts apart and ends with one identical average;
 #  - fedavg averages every fedavg_interval steps;
 #  - ranks that built different random weights all start from rank 0's.
@@ -162,6 +165,36 @@ run "$work/dinf.cfg" 20 "$work/dinf" || bad "($np ranks) huge delta run failed"
 expected=$(printf 'sync\n%.0s' 1 2 3 4 5 6 7; printf 'local\n%.0s' $(seq 8 20))
 [ "$(column decision "$work/dinf.0.tsv")" = "$expected" ] && ok || bad "($np ranks) huge delta: not exactly the 7 warm-up steps synchronised"
 same_hashes "$work/dinf" 15 && bad "($np ranks) local steps did not drift apart (the hash check cannot fail)" || ok
+
+# --- the drift rule ------------------------------------------------------------
+# (delta never fires; averages at once, so the step after one starts from it)
+cfg 4 1 "delta=1e30
+window=5
+warmup=3
+overlap=0
+drift=0.008
+log=$work/drift.%r.tsv" >"$work/drift.cfg"
+run "$work/drift.cfg" 30 "$work/drift" || bad "($np ranks) drift run failed"
+decisions_agree "$work/drift" && ok || bad "($np ranks) drift: decisions differ between ranks"
+column drift "$work/drift.0.tsv" >"$work/drift.c0"
+r=1
+while [ $r -lt "$np" ]; do
+    column drift "$work/drift.$r.tsv" | cmp -s - "$work/drift.c0" && ok || bad "($np ranks) drift: rank $r logs another drift"
+    r=$((r + 1))
+done
+paste "$work/drift.d0" "$work/drift.c0" >"$work/drift.dc"
+awk 'NR > 3 && (($1 == "sync") != ($2 > 0.008)) { bad++ } END { exit bad > 0 }' "$work/drift.dc" \
+    && ok || bad "($np ranks) drift: a step after the warm-up synchronised without its drift above 0.008, or not with it"
+awk 'NR > 3 && prev == "sync" && $2 != 0 { bad++ } { prev = $1 } END { exit bad > 0 }' "$work/drift.dc" \
+    && ok || bad "($np ranks) drift: the step after an average does not measure 0"
+[ "$(awk 'NR > 3 && $1 == "sync"' "$work/drift.dc" | wc -l)" -ge 3 ] && [ "$(awk 'NR > 3 && $1 == "local"' "$work/drift.dc" | wc -l)" -ge 10 ] \
+    && ok || bad "($np ranks) drift: after the warm-up, fewer than 3 averages or 10 local steps: $(tr '\n' ' ' <"$work/drift.d0")"
+t=0
+for d in $(cat "$work/drift.d0"); do
+    [ "$d" = sync ] && { same_hashes "$work/drift" $t || bad "($np ranks) drift: parameters differ after synchronised step $t"; }
+    t=$((t + 1))
+done
+grep -q " drift=0.008 aggregate=params" "$work/log" && ok || bad "($np ranks) drift not described"
 
 # --- one rank's flag alone makes every rank synchronise -----------------------
 # (the spiked inputs may drive the loss to infinity a few steps later:

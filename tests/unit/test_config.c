@@ -336,7 +336,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, aggregate, overlap, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, drift, aggregate, overlap, "
                                 "bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
@@ -731,6 +731,36 @@ static void test_sync_until_key(void **state)
     assert_contains(f->err, ":3: [selsync] sync_until = 'decay': does not apply to method = bsp");
 }
 
+/* drift: a real number in [0, 1e6], selsync only, with aggregate = params
+ * (an average is what brings the replicas back to the anchor). */
+static void test_drift_key(void **state)
+{
+    fixture *f = *state;
+    assert_true(f->cfg.drift == 0);
+    assert_int_equal(set(f, "drift", "0.002", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(f->cfg.drift == 0.002);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " drift=0.002 aggregate=params");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "drift", "-1", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] drift = '-1'");
+    assert_contains(f->err, "a real number in [0,1000000] (0 = off)");
+    assert_int_equal(set(f, "drift", "nan", 4), SELSYNC_ECONFIG);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "aggregate", "grads", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "drift", "0.01", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] drift = 0.01: the drift rule measures how far the parameters "
+                            "moved since the last average");
+    assert_contains(f->err, "allowed: aggregate = params");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "drift", "0.01", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] drift = '0.01': does not apply to method = fedavg");
+}
+
 static void test_guard_with_bsp(void **state)
 {
     fixture *f = *state;
@@ -1087,6 +1117,7 @@ int main(void)
         T(test_target_sync_needs_a_delta),
         T(test_qsr_alpha_key),
         T(test_sync_until_key),
+        T(test_drift_key),
         T(test_overlap_keys),
         T(test_overlap_needs_grads_and_stop),
         T(test_guard_with_bsp),

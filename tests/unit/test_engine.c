@@ -492,6 +492,89 @@ static void test_qsr_bound_survives_a_restore(void **state)
     free(saved);
 }
 
+/* The drift rule, each rank as every other (the mock's sum_f64 multiplies
+ * by the ranks; its averages keep the params): delta never fires, the
+ * host moves w3[0] by 1 every step, so k steps after an average the drift
+ * is k^2 / |a|^2 (|a|^2: the anchor's squared norm, 1300 after step 0:
+ * the trained params 1 .. 9 and 12 .. 16 with w3[0] moved once). With
+ * drift = 10 / 1275, steps 1-4 after one are local (k^2 = 0, 1, 4, 9) and
+ * the fifth (16) synchronises; its average is the new anchor (the next step
+ * measures 0), whether the average is applied at once or one step late
+ * (async: at the next step's before_update). The metrics file has the
+ * drift column. */
+static void test_drift_rule(void **state)
+{
+    fx *f = *state;
+    for (int async = 0; async <= 1; async++) {
+        char dir[] = "/tmp/selsync-drift-XXXXXX", path[64], line[512];
+        assert_non_null(mkdtemp(dir));
+        snprintf(path, sizeof path, "%s/m.0.tsv", dir);
+        mock_init(&f->mock, 0, 2);
+        f->mock.async = async;
+        f->mock.remote_scale = 1;
+        f->comm = mock_as_comm(&f->mock);
+        selsync_config_default(&f->cfg, "test.cfg", 1);
+        f->cfg.warmup = 1;
+        f->cfg.delta = 1e30;
+        f->cfg.drift = 10.0 / 1275;
+        snprintf(f->cfg.log, sizeof f->cfg.log, "%s/m.%%r.tsv", dir);
+        float v = 1.0f; /* the fixture's params again */
+        for (int i = 0; i < N_TENSORS; i++)
+            for (size_t j = 0; j < counts[i]; j++, v += 1.0f) params[i][j] = v;
+        make(f);
+        for (int t = 0; t < 12; t++) {
+            int k = t == 0 ? 0 : (t - 1) % 5; /* steps since the last average */
+            int want = t == 0 || k == 4;
+            assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+            params[4][0] += 1.0f; /* the host's update */
+            assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+            const selsync_step *s = selsync_engine_last_step(f->e);
+            if (s->decision != (want ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP))
+                fail_msg("async %d, step %d: %s", async, t, selsync_decision_name(s->decision));
+            int anchored = t == 0 ? 0 : t - 1 - k; /* the step whose average is the anchor */
+            double w = 13 + anchored; /* w3[0] in the anchor */
+            assert_close(s->drift, (double)(k * k) / (1275 - 144 + w * w), 1e-9);
+        }
+        assert_int_equal(f->mock.f64_calls, 11); /* the agreement of every step after the warm-up */
+        assert_int_equal(f->mock.any_calls, 0);
+        selsync_engine_destroy(f->e);
+        f->e = NULL;
+        FILE *m = fopen(path, "r");
+        assert_non_null(m);
+        assert_non_null(fgets(line, sizeof line, m));
+        assert_contains(line, "\tdrift\n");
+        fclose(m);
+        unlink(path);
+        rmdir(dir);
+    }
+}
+
+/* The drift rule averages the ranks' drift: another rank that has moved
+ * far makes this one synchronise, one that has not moved delays it. */
+static void test_drift_is_the_ranks_mean(void **state)
+{
+    fx *f = *state;
+    double remote[2] = {0, 0}; /* the other rank: its flag, its drift */
+    f->mock.remote_scale = 1;
+    f->mock.remote_f64 = remote;
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e30;
+    f->cfg.drift = 0.01;
+    make(f);
+    step(f); /* warm-up */
+    remote[1] = 0.03; /* mean 0.015 although this rank has not moved */
+    const selsync_step *s = step(f);
+    assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
+    assert_close(s->drift, 0.015, 1e-12);
+    remote[1] = 0.019; /* mean 0.0095 */
+    s = step(f);
+    assert_int_equal(s->decision, SELSYNC_LOCAL_STEP);
+    assert_close(s->drift, 0.0095, 1e-12);
+    remote[0] = 1; /* the other rank's delta flag still counts */
+    s = step(f);
+    assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
+}
+
 /* sync_until (post-local SGD): every step synchronises, whatever delta says,
  * until the step after the rate first falls (decay) or stops rising
  * (burn_in); then the steps are selective (delta huge: local), and the
@@ -1673,6 +1756,8 @@ int main(void)
         T(test_max_local_counts_from_the_last_sync),
         T(test_qsr_bound_grows_as_the_rate_decays),
         T(test_qsr_bound_survives_a_restore),
+        T(test_drift_rule),
+        T(test_drift_is_the_ranks_mean),
         T(test_sync_until),
         T(test_target_sync_adapts_delta),
         T(test_remote_flag_syncs),

@@ -63,6 +63,7 @@ typedef enum selsync_partition {
     X(TARGET_SYNC, "target_sync")         \
     X(QSR_ALPHA, "qsr_alpha")             \
     X(SYNC_UNTIL, "sync_until")           \
+    X(DRIFT, "drift")                     \
     X(AGGREGATE, "aggregate")             \
     X(OVERLAP, "overlap")                 \
     X(BUCKET_MB, "bucket_mb")             \
@@ -103,6 +104,8 @@ typedef struct selsync_config {
     double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
     double qsr_alpha;              /* > 0: max_local grows to floor((qsr_alpha / lr)^2) as lr decays */
     selsync_sync_until sync_until; /* post-local SGD: every step synchronises until then */
+    double drift;                  /* > 0: a step synchronises when the ranks' mean relative squared
+                                      distance from the last average exceeds it; 0 = off */
     selsync_aggregate aggregate;
     int overlap;                   /* 0/1: sums overlap computation: gradient buckets the backward pass
                                       (aggregate = grads), a parameter average the next step (params) */

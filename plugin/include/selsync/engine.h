@@ -51,6 +51,8 @@ typedef struct selsync_step {
     double t_compute, t_measure, t_agree, t_transfer; /* seconds */
     double t_virtual;           /* this rank's virtual clock after the step (selsync/vclock.h); NaN: none */
     double delta;               /* the threshold this step's change was held against */
+    double drift;               /* drift rule: the ranks' mean ||x - anchor||^2 / ||anchor||^2 (0: off,
+                                   warm-up) */
 } selsync_step;
 
 typedef struct selsync_totals {
