@@ -20,7 +20,8 @@ delta (0.05, 0.1, 0.3, 0.5) and over target_sync (0.05, 0.1, 0.25, 0.5),
 the shares of synchronised steps that delta is adapted to; SelSync with the
 quadratic synchronisation rule (delta 0.3, max_local 4, qsr_alpha 0.1:
 the bound on local steps in a row grows as the rate decays); SelSync on the
-drift rule alone (drift 1e-4, 3e-4, 1e-3; delta never fires). The seed sets
+drift rule alone (drift 1e-4, 3e-4, 1e-3; delta never fires); FedAvg every
+4 and SelSync delta 0.3 with SlowMo's outer momentum (0.5). The seed sets
 the data order and partition; every run of a seed starts from the same
 initial weights.
 
@@ -48,7 +49,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
 GRID = ("bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,selsync-0.05,selsync-0.1,selsync-0.3,selsync-0.5,"
         "selsync-target-0.05,selsync-target-0.1,selsync-target-0.25,selsync-target-0.5,selsync-qsr,"
-        "selsync-drift-1e-4,selsync-drift-3e-4,selsync-drift-1e-3")
+        "selsync-drift-1e-4,selsync-drift-3e-4,selsync-drift-1e-3,fedavg-4-outer,selsync-0.3-outer")
 
 
 def fail(msg):

@@ -190,6 +190,8 @@ static const char *p_max_local(selsync_config *c, const char *v) { return parse_
 static const char *p_target_sync(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1, &c->target_sync); }
 static const char *p_qsr_alpha(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1e6, &c->qsr_alpha); }
 static const char *p_drift(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 1e6, &c->drift); }
+static const char *p_outer_momentum(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 0.999, &c->outer_momentum); }
+static const char *p_outer_lr(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 10, &c->outer_lr); }
 
 static const char *p_sync_until(selsync_config *c, const char *v)
 {
@@ -299,6 +301,9 @@ static const struct key_info {
     [SELSYNC_KEY_QSR_ALPHA] = {p_qsr_alpha, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
     [SELSYNC_KEY_SYNC_UNTIL] = {p_sync_until, SELSYNC_ONLY, "none, decay, burn_in"},
     [SELSYNC_KEY_DRIFT] = {p_drift, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
+    [SELSYNC_KEY_OUTER_MOMENTUM] = {p_outer_momentum, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG),
+                                    "a real number in [0,0.999] (0 = off)"},
+    [SELSYNC_KEY_OUTER_LR] = {p_outer_lr, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG), "a real number in (0,10]"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
     [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
@@ -344,6 +349,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->seed = 1;
     cfg->chart_every = 100;
     cfg->bn_recalibrate = SELSYNC_BN_RECALIBRATE_DEFAULT;
+    cfg->outer_lr = 1;
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
 }
@@ -480,6 +486,14 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
     if (cfg->warmup < 0) cfg->warmup = cfg->window;
     if (cfg->aggregate == SELSYNC_AGGREGATE_DEFAULT)
         cfg->aggregate = cfg->method == SELSYNC_METHOD_BSP ? SELSYNC_AGGREGATE_GRADS : SELSYNC_AGGREGATE_PARAMS;
+    if (selsync_config_outer(cfg) && cfg->aggregate != SELSYNC_AGGREGATE_PARAMS) {
+        selsync_config_key k = cfg->line[SELSYNC_KEY_OUTER_MOMENTUM] > 0 ? SELSYNC_KEY_OUTER_MOMENTUM : SELSYNC_KEY_OUTER_LR;
+        head(&m, cfg, line_of(cfg, k));
+        put(&m, "%s = %g: the outer step acts on parameter averages, and with aggregate = grads there are none; "
+                "allowed: aggregate = params (selsync's default)", key_names[k],
+            k == SELSYNC_KEY_OUTER_MOMENTUM ? cfg->outer_momentum : cfg->outer_lr);
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->drift > 0 && cfg->aggregate != SELSYNC_AGGREGATE_PARAMS) {
         head(&m, cfg, line_of(cfg, SELSYNC_KEY_DRIFT));
         put(&m, "drift = %g: the drift rule measures how far the parameters moved since the last average, and "
@@ -542,6 +556,12 @@ selsync_status selsync_config_check_world(const selsync_config *cfg, int world, 
     return SELSYNC_OK;
 }
 
+int selsync_config_outer(const selsync_config *cfg)
+{
+    return cfg && (cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG) &&
+           (cfg->outer_momentum > 0 || cfg->outer_lr != 1);
+}
+
 double selsync_config_smoothing(const selsync_config *cfg, int world)
 {
     double s;
@@ -574,6 +594,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->drift > 0) PUT(" drift=%g", c->drift);
+    if (selsync_config_outer(c)) PUT(" outer_momentum=%g outer_lr=%g", c->outer_momentum, c->outer_lr);
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);

@@ -157,11 +157,14 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->late_layers = calloc(e->n_layers, 1);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
     e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
-    if (cfg->drift > 0 && cfg->method == SELSYNC_METHOD_SELSYNC) {
+    if ((cfg->drift > 0 && cfg->method == SELSYNC_METHOD_SELSYNC) || selsync_config_outer(cfg)) {
         e->anchor = malloc((n_trained + 1) * sizeof *e->anchor);
-        e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64);
-        if (!e->anchor || !e->agree64) goto nomem;
+        if (!e->anchor) goto nomem;
     }
+    if (cfg->drift > 0 && cfg->method == SELSYNC_METHOD_SELSYNC &&
+        !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
+        goto nomem;
+    if (selsync_config_outer(cfg) && !(e->outer_u = calloc(n_trained + 1, sizeof *e->outer_u))) goto nomem;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
         !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
@@ -173,7 +176,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) e->active[e->n_groups > 1 ? e->t[i].layer : 0] = 1;
         if (policy_syncs(e, &e->t[i])) e->payload[e->t[i].layer] = 1;
     }
-    policy_anchor(e, NULL); /* every rank starts from the same model */
+    policy_averaged(e, NULL, 0); /* every rank starts from the same model */
     if (cfg->log[0] && (st = metrics_open(e, err, errlen)) != SELSYNC_OK) goto fail;
     if (cfg->method == SELSYNC_METHOD_SSP) {
         e->ratio = world > 2 ? 2.0 * (world - 2) / (world - 1) : 0.0;
@@ -223,6 +226,7 @@ void selsync_engine_destroy(selsync_engine *e)
     free(e->stats);
     free(e->mean);
     free(e->anchor);
+    free(e->outer_u);
     free(e->agree64);
     selsync_ssp_worker_destroy(e->ssp);
     free(e);
@@ -339,7 +343,7 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
         } else {
             if ((st = engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
                 return st;
-            policy_anchor(e, e->chosen);
+            policy_averaged(e, e->chosen, e->cur.learning_rate);
         }
     }
     if (e->snap) { /* the residual the host left for the next step */

@@ -213,7 +213,7 @@ selsync_status engine_apply_late(selsync_engine *e, int between, double *t)
         }
         n += x->count;
     }
-    policy_anchor(e, e->late_layers);
+    policy_averaged(e, e->late_layers, e->prev_lr); /* the rate of the step that started it */
     *t += selsync_now() - t0;
     return SELSYNC_OK;
 }

@@ -6,6 +6,11 @@
  * fills). Afterwards one `any` over the per-group flags ORs them across
  * ranks; every rank then synchronises the same layers.
  *
+ * After every average of the parameters (selsync with aggregate = params,
+ * fedavg), with outer_momentum or outer_lr, the trained params take an
+ * outer step from the anchor, the params after the previous average
+ * (outer_step).
+ *
  * With drift > 0 the agreement is one sum_f64 instead: the flags, the
  * non-finite flag and this rank's drift D_i = ||x_i - a_i||^2 / ||a_i||^2
  * (x_i: its trained params; a_i: the same right after the last average it
@@ -67,12 +72,28 @@ int policy_forced(const selsync_engine *e)
              (e->cfg.max_local > 0 && e->local_run >= policy_local_bound(e))));
 }
 
-void policy_anchor(selsync_engine *e, const uint8_t *layers)
+/* The outer step (SlowMo, Wang et al., ICLR 2020) on an applied average
+ * x_avg of a tensor whose anchor is a: u = beta u + (a - x_avg) / lr, then
+ * x = a - alpha lr u. With beta = 0 and alpha = 1 it is the average. */
+static void outer_step(const selsync_engine *e, size_t i, double lr)
+{
+    float *x = e->t[i].param, *a = e->anchor + e->snap_off[i], *u = e->outer_u + e->snap_off[i];
+    double beta = e->cfg.outer_momentum, step = e->cfg.outer_lr * lr;
+    for (size_t j = 0; j < e->t[i].count; j++) {
+        double v = beta * (double)u[j] + ((double)a[j] - (double)x[j]) / lr;
+        u[j] = (float)v;
+        x[j] = (float)((double)a[j] - step * v);
+    }
+}
+
+void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr)
 {
     if (!e->anchor) return;
-    for (size_t i = 0; i < e->nt; i++)
-        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED && (!layers || layers[e->t[i].layer]))
-            memcpy(e->anchor + e->snap_off[i], e->t[i].param, e->t[i].count * sizeof *e->anchor);
+    for (size_t i = 0; i < e->nt; i++) {
+        if (e->t[i].kind != SELSYNC_TENSOR_TRAINED || (layers && !layers[e->t[i].layer])) continue;
+        if (layers && e->outer_u && lr > 0) outer_step(e, i, lr);
+        memcpy(e->anchor + e->snap_off[i], e->t[i].param, e->t[i].count * sizeof *e->anchor);
+    }
 }
 
 /* This rank's ||x - anchor||^2 / ||anchor||^2 over the trained params

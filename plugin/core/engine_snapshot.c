@@ -17,15 +17,24 @@ typedef struct snapshot_head {
     selsync_totals tot;
     double prev_lr; /* the learning rate of the last step (qsr_alpha's bound) */
     uint64_t sync_done; /* sync_until's switch has happened */
+    uint64_t has_anchor, has_outer; /* the policy's arrays that follow the host's */
 } snapshot_head;
 
-static const char snapshot_magic[8] = "SSENG05";
+static const char snapshot_magic[8] = "SSENG06";
+
+/* Floats after the norms: the residual snapshot, the host's params and
+ * grads, the anchor and the outer momentum. */
+static size_t snapshot_floats(const selsync_engine *e, int has_snap, int has_anchor, int has_outer)
+{
+    return (has_snap ? e->n_trained : 0) + e->n_params + e->n_trained + (has_anchor ? e->n_trained : 0) +
+           (has_outer ? e->n_trained : 0);
+}
 
 size_t selsync_engine_snapshot_size(const selsync_engine *e)
 {
     if (!e) return 0;
     return sizeof(snapshot_head) + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
-           ((e->snap ? e->n_trained : 0) + e->n_params + e->n_trained) * sizeof(float);
+           snapshot_floats(e, e->snap != NULL, e->anchor != NULL, e->outer_u != NULL) * sizeof(float);
 }
 
 /* Copies n bytes between the snapshot at *pos and x, in the direction out. */
@@ -36,12 +45,15 @@ static void field(uint8_t **pos, void *x, size_t n, int out)
     *pos += n;
 }
 
-/* The host arrays: every param, then every trained grad. */
+/* The host arrays: every param, then every trained grad; then the
+ * policy's: the anchor and the outer momentum, where the run has them. */
 static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
 {
     for (size_t i = 0; i < e->nt; i++) field(pos, e->t[i].param, e->t[i].count * sizeof(float), out);
     for (size_t i = 0; i < e->nt; i++)
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) field(pos, e->t[i].grad, e->t[i].count * sizeof(float), out);
+    if (e->anchor) field(pos, e->anchor, e->n_trained * sizeof(float), out);
+    if (e->outer_u) field(pos, e->outer_u, e->n_trained * sizeof(float), out);
 }
 
 selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
@@ -57,7 +69,7 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
                      selsync_engine_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
                        e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot,
-                       e->prev_lr, (uint64_t)e->sync_done};
+                       e->prev_lr, (uint64_t)e->sync_done, e->anchor != NULL, e->outer_u != NULL};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -102,9 +114,10 @@ static const char *restored_fields_invalid(const selsync_engine *e, const snapsh
         memcpy(&x, pos + i * sizeof x, sizeof x);
         if (!nonneg_finite(x)) return "its gradient norms are negative or not finite";
     }
-    /* the saved parameters (the last average's, then the model's) and the
-     * gradient and momentum arrays: NaN would stop the run at its next step */
-    size_t floats = (h->has_snap ? e->n_trained : 0) + e->n_params + e->n_trained;
+    /* the saved parameters (the last average's, then the model's), the
+     * gradient and momentum arrays, the anchor and the outer momentum: NaN
+     * would stop the run at its next step */
+    size_t floats = snapshot_floats(e, (int)h->has_snap, (int)h->has_anchor, (int)h->has_outer);
     if (!floats_finite(pos + e->n_track * ((size_t)e->cfg.window + 1) * sizeof(double), floats))
         return "its parameters, gradients or momentum are not finite";
     return NULL;
@@ -135,9 +148,10 @@ selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t
                      printable_tag(h.magic) ? h.magic : "unknown", snapshot_magic);
     if (len != selsync_engine_snapshot_size(e) ||
         h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
-        h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL))
+        h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL) || h.has_anchor != (e->anchor != NULL) ||
+        h.has_outer != (e->outer_u != NULL))
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
-                     "another [selsync] window or granularity (%zu bytes; this run needs %zu)", len,
+                     "another [selsync] window, granularity, drift or outer step (%zu bytes; this run needs %zu)", len,
                      selsync_engine_snapshot_size(e));
     const char *bad = restored_fields_invalid(e, &h, pos);
     if (bad)

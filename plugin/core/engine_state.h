@@ -68,7 +68,9 @@ struct selsync_engine {
     int has_last;
     double prev_lr;              /* the learning rate of the last step (0 before any): qsr_alpha's bound */
     int sync_done;               /* sync_until: the switch to selective steps has happened */
-    float *anchor;               /* drift: the trained params after the last average applied (snap_off's layout) */
+    float *anchor;               /* drift, outer step: the trained params after the last average applied
+                                    (snap_off's layout) */
+    float *outer_u;              /* outer step: its momentum, the same layout */
     double *agree64;             /* drift: the agreement's sum, n_groups + 2 entries */
     selsync_totals tot;
     selsync_ssp_worker *ssp;     /* method ssp on a worker */
@@ -134,9 +136,11 @@ uint64_t policy_local_bound(const selsync_engine *e);
 /* After a step at learning rate lr: sync_until's switch, and the rate the
  * next step's rules read (prev_lr). */
 void policy_note_rate(selsync_engine *e, double lr);
-/* drift: the anchor of the layers marked in layers (NULL: all) becomes
- * their params; called when an average has been applied to them. */
-void policy_anchor(selsync_engine *e, const uint8_t *layers);
+/* An average of the parameters has been applied to the layers marked in
+ * layers (NULL: the start, every layer), at learning rate lr: with the
+ * outer step, their trained params become the anchor's moved by it; the
+ * anchor becomes their params (drift, outer step). */
+void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr);
 /* Fills e->chosen, e->member, e->n_members and e->scale for this step
  * (bad: this rank's loss or gradient is not finite). */
 selsync_status policy_decide(selsync_engine *e, int bad);

@@ -46,6 +46,11 @@ def methods(steps, extra=False):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         out.append(("selsync-qsr", "SelSync δ=0.3, quadratic rule from 4 local steps in a row",
                     {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1}))
+        # SlowMo's outer momentum on each average (beta 0.5, alpha 1)
+        out.append(("fedavg-4-outer", "FedAvg every 4, outer momentum 0.5",
+                    {"method": "fedavg", "fedavg_interval": 4, "outer_momentum": 0.5}))
+        out.append(("selsync-0.3-outer", "SelSync δ=0.3, outer momentum 0.5",
+                    {"method": "selsync", "delta": "0.3", "outer_momentum": 0.5}))
         for d in ("1e-4", "3e-4", "1e-3"):  # the drift rule alone (delta never fires)
             out.append(("selsync-drift-%s" % d, "SelSync, drift rule at %s (Δ off)" % d,
                         {"method": "selsync", "delta": "1e30", "drift": d}))

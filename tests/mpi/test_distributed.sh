@@ -14,7 +14,8 @@
 #    synchronises exactly when it exceeds the threshold, and the step after
 #    an average measures 0;
 #  - local SGD drifts apart and ends with one identical average;
-#  - fedavg averages every fedavg_interval steps;
+#  - fedavg averages every fedavg_interval steps; with the outer step the
+#    replicas are equal after each average, and not those of the plain one;
 #  - ranks that built different random weights all start from rank 0's.
 set -u
 prog=$1 np=$2 work=$3
@@ -230,6 +231,21 @@ run "$work/fed.cfg" 12 "$work/fed" || bad "($np ranks) fedavg run failed"
 [ "$(column decision "$work/fed.0.tsv" | tr '\n' ' ')" = "local local local sync local local local sync local local local sync " ] \
     && ok || bad "($np ranks) fedavg did not average exactly every 4th step"
 same_hashes "$work/fed" 7 && ok || bad "($np ranks) fedavg: parameters differ after an average"
+
+# --- fedavg with the outer step (outer_momentum, outer_lr) --------------------
+cfg 4 1 "method=fedavg
+fedavg_interval=4
+overlap=0
+outer_momentum=0.5
+outer_lr=1.5
+log=$work/fedouter.%r.tsv" >"$work/fedouter.cfg"
+run "$work/fedouter.cfg" 12 "$work/fedouter" || bad "($np ranks) fedavg with the outer step failed"
+for t in 3 7 11; do
+    same_hashes "$work/fedouter" $t && ok || bad "($np ranks) fedavg outer step: parameters differ after the average of step $t"
+done
+n=$(cat "$work/fed.0.hashes" "$work/fedouter.0.hashes" | awk '$1 == 7 { print $2 }' | sort -u | wc -l)
+[ "$n" -eq 2 ] && ok || bad "($np ranks) fedavg outer step: the same parameters as the plain average at step 7"
+grep -q " outer_momentum=0.5 outer_lr=1.5" "$work/log" && ok || bad "($np ranks) outer step not described"
 
 # --- fedavg every 4 steps, each average a step late (the default) -------------
 cfg 4 1 "method=fedavg

@@ -336,7 +336,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, drift, aggregate, overlap, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, drift, outer_momentum, outer_lr, aggregate, overlap, "
                                 "bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
@@ -761,6 +761,44 @@ static void test_drift_key(void **state)
     assert_contains(f->err, ":3: [selsync] drift = '0.01': does not apply to method = fedavg");
 }
 
+/* outer_momentum in [0, 0.999] and outer_lr in (0, 10] (default 1): selsync
+ * and fedavg, on parameter averages only. */
+static void test_outer_keys(void **state)
+{
+    fixture *f = *state;
+    assert_true(f->cfg.outer_momentum == 0 && f->cfg.outer_lr == 1);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_false(selsync_config_outer(&f->cfg));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "outer_momentum", "0.6", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(selsync_config_outer(&f->cfg));
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " outer_momentum=0.6 outer_lr=1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "outer_lr", "2", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(selsync_config_outer(&f->cfg));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "outer_momentum", "1", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] outer_momentum = '1'");
+    assert_contains(f->err, "a real number in [0,0.999] (0 = off)");
+    assert_int_equal(set(f, "outer_lr", "0", 5), SELSYNC_ECONFIG);
+    assert_contains(f->err, "a real number in (0,10]");
+    assert_int_equal(set(f, "outer_lr", "11", 5), SELSYNC_ECONFIG);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "aggregate", "grads", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "outer_momentum", "0.5", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:6: [selsync] outer_momentum = 0.5: the outer step acts on parameter averages");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "outer_lr", "2", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] outer_lr = '2': does not apply to method = bsp");
+}
+
 static void test_guard_with_bsp(void **state)
 {
     fixture *f = *state;
@@ -1118,6 +1156,7 @@ int main(void)
         T(test_qsr_alpha_key),
         T(test_sync_until_key),
         T(test_drift_key),
+        T(test_outer_keys),
         T(test_overlap_keys),
         T(test_overlap_needs_grads_and_stop),
         T(test_guard_with_bsp),

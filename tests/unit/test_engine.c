@@ -575,6 +575,110 @@ static void test_drift_is_the_ranks_mean(void **state)
     assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
 }
 
+/* The outer step on every average (outer_momentum beta, outer_lr alpha):
+ * the other rank holds 3x this one's params, so each average is x_avg =
+ * 2x and, with the anchor a (the params after the previous average),
+ * u = beta u + (a - x_avg) / lr and x = a - alpha lr u, element by element
+ * (computed here in double); the BN statistic is averaged plainly (2x).
+ * Applied at once (after_update) and a step late (async: at the next
+ * before_update, with the rate of the step that started it). */
+static void test_outer_step(void **state)
+{
+    fx *f = *state;
+    const double lr = 0.1, beta = 0.5, alpha = 1.5;
+    for (int async = 0; async <= 1; async++) {
+        float p0[N_ALL], got[N_ALL];
+        double want[5][N_ALL], u[N_ALL] = {0}; /* want[j]: after j averages */
+        mock_init(&f->mock, 0, 2);
+        f->mock.async = async;
+        f->mock.remote_scale = 3;
+        f->comm = mock_as_comm(&f->mock);
+        selsync_config_default(&f->cfg, "test.cfg", 1);
+        f->cfg.delta = 0;
+        f->cfg.outer_momentum = beta;
+        f->cfg.outer_lr = alpha;
+        float v = 1.0f;
+        for (int i = 0; i < N_TENSORS; i++)
+            for (size_t j = 0; j < counts[i]; j++, v += 1.0f) params[i][j] = v;
+        snapshot(p0);
+        for (int k = 0; k < N_ALL; k++) want[0][k] = p0[k];
+        for (int j = 1; j < 5; j++)
+            for (int k = 0; k < N_ALL; k++) {
+                double a = want[j - 1][k];
+                u[k] = beta * u[k] + (a - 2 * a) / lr;
+                want[j][k] = k == 9 || k == 10 ? 2 * a : a - alpha * lr * u[k]; /* s1: a plain average */
+            }
+        make(f);
+        for (int t = 0; t < 5; t++) {
+            int applied = async ? t : t + 1; /* a step late: step t's before_update applies step t - 1's */
+            assert_int_equal(selsync_engine_before_update(f->e, 1.0, lr), SELSYNC_OK);
+            if (async) {
+                snapshot(got);
+                for (int k = 0; k < N_ALL; k++) assert_close(got[k], want[applied][k], 1e-6);
+            }
+            assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+            if (!async && applied < 5) {
+                snapshot(got);
+                for (int k = 0; k < N_ALL; k++) assert_close(got[k], want[applied][k], 1e-6);
+            }
+        }
+        assert_int_equal(f->mock.start_calls, async ? 5 : 0);
+        selsync_engine_destroy(f->e);
+        f->e = NULL;
+    }
+}
+
+/* The drift rule's anchor and the outer momentum go on across a
+ * checkpoint: a run restored at step 5 makes the decisions and ends with
+ * the bits of the uninterrupted run. */
+static void test_policy_arrays_survive_a_restore(void **state)
+{
+    fx *f = *state;
+    selsync_decision whole[12];
+    float end[N_ALL], got[N_ALL];
+    f->mock.remote_scale = 1;
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e30;
+    f->cfg.drift = 10.0 / 1275;
+    f->cfg.outer_momentum = 0.5;
+    make(f);
+    void *saved = NULL;
+    size_t len = selsync_engine_snapshot_size(f->e);
+    for (int t = 0; t < 12; t++) {
+        assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+        params[4][0] += 1.0f;
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+        whole[t] = selsync_engine_last_step(f->e)->decision;
+        if (t == 5) {
+            saved = malloc(len);
+            assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+        }
+    }
+    snapshot(end);
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    make(f);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
+    for (int t = 6; t < 12; t++) {
+        assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+        params[4][0] += 1.0f;
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+        if (selsync_engine_last_step(f->e)->decision != whole[t]) fail_msg("restored run, step %d: another decision", t);
+    }
+    snapshot(got);
+    assert_memory_equal(got, end, sizeof end);
+    int syncs = 0;
+    for (int t = 1; t < 12; t++) syncs += whole[t] == SELSYNC_SYNC_STEP;
+    assert_true(syncs >= 1 && syncs <= 8); /* the rule decided, not every step */
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    f->cfg.outer_momentum = 0; /* a snapshot with the outer momentum does not restore without it */
+    make(f);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_contains(selsync_engine_error(f->e), "drift or outer step");
+    free(saved);
+}
+
 /* sync_until (post-local SGD): every step synchronises, whatever delta says,
  * until the step after the rate first falls (decay) or stops rising
  * (burn_in); then the steps are selective (delta huge: local), and the
@@ -1675,7 +1779,7 @@ static void test_restore_validates_fields(void **state)
     const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
                  at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
                  at_t_compute = at_steps + 6 * 8, at_lr = at_t_compute + 5 * 8 + 3 * 8, at_done = at_lr + 8,
-                 at_norms = at_done + 8;
+                 at_norms = at_done + 8 + 2 * 8; /* after has_anchor, has_outer */
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
@@ -1727,10 +1831,10 @@ static void test_restore_rejects(void **state)
     selsync_engine_destroy(f->e);
     f->cfg.window = 25;
     make(f);
-    memcpy(saved, "SSENG04", 8); /* the previous format */
+    memcpy(saved, "SSENG05", 8); /* the previous format */
     assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
-    assert_contains(selsync_engine_error(f->e), "in format 'SSENG04', written by another version of this program; "
-                                                "this one reads 'SSENG05'");
+    assert_contains(selsync_engine_error(f->e), "in format 'SSENG05', written by another version of this program; "
+                                                "this one reads 'SSENG06'");
     selsync_engine_destroy(f->e);
     make(f);
     step(f);
@@ -1758,6 +1862,8 @@ int main(void)
         T(test_qsr_bound_survives_a_restore),
         T(test_drift_rule),
         T(test_drift_is_the_ranks_mean),
+        T(test_outer_step),
+        T(test_policy_arrays_survive_a_restore),
         T(test_sync_until),
         T(test_target_sync_adapts_delta),
         T(test_remote_flag_syncs),

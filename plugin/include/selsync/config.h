@@ -64,6 +64,8 @@ typedef enum selsync_partition {
     X(QSR_ALPHA, "qsr_alpha")             \
     X(SYNC_UNTIL, "sync_until")           \
     X(DRIFT, "drift")                     \
+    X(OUTER_MOMENTUM, "outer_momentum")   \
+    X(OUTER_LR, "outer_lr")               \
     X(AGGREGATE, "aggregate")             \
     X(OVERLAP, "overlap")                 \
     X(BUCKET_MB, "bucket_mb")             \
@@ -106,6 +108,8 @@ typedef struct selsync_config {
     selsync_sync_until sync_until; /* post-local SGD: every step synchronises until then */
     double drift;                  /* > 0: a step synchronises when the ranks' mean relative squared
                                       distance from the last average exceeds it; 0 = off */
+    double outer_momentum;         /* beta of the outer momentum on each average (SlowMo); 0 = off */
+    double outer_lr;               /* alpha of the outer step on each average, 1 = the average itself */
     selsync_aggregate aggregate;
     int overlap;                   /* 0/1: sums overlap computation: gradient buckets the backward pass
                                       (aggregate = grads), a parameter average the next step (params) */
@@ -154,6 +158,10 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
 /* Checks that need the number of ranks (world >= 1). */
 selsync_status selsync_config_check_world(const selsync_config *cfg, int world,
                                           char *err, size_t errlen);
+
+/* 1 when each parameter average takes an outer step (outer_momentum > 0 or
+ * outer_lr != 1, on selsync or fedavg). */
+int selsync_config_outer(const selsync_config *cfg);
 
 /* The EWMA factor in force for `world` ranks (resolves auto = N/100). */
 double selsync_config_smoothing(const selsync_config *cfg, int world);
