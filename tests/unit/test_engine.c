@@ -492,6 +492,21 @@ static void test_qsr_bound_survives_a_restore(void **state)
     free(saved);
 }
 
+/* A fresh start for a test that runs several engines: the fixture's params
+ * (1, 2, ... in fused order), the default cfg, a 2-rank mock whose other
+ * rank holds remote_scale times this one's values (async: background sums). */
+static void restart(fx *f, int async, float remote_scale)
+{
+    float v = 1.0f;
+    for (int i = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; j < counts[i]; j++, v += 1.0f) params[i][j] = v;
+    mock_init(&f->mock, 0, 2);
+    f->mock.async = async;
+    f->mock.remote_scale = remote_scale;
+    f->comm = mock_as_comm(&f->mock);
+    selsync_config_default(&f->cfg, "test.cfg", 1);
+}
+
 /* The drift rule, each rank as every other (the mock's sum_f64 multiplies
  * by the ranks; its averages keep the params): delta never fires, the
  * host moves w3[0] by 1 every step, so k steps after an average the drift
@@ -509,18 +524,11 @@ static void test_drift_rule(void **state)
         char dir[] = "/tmp/selsync-drift-XXXXXX", path[64], line[512];
         assert_non_null(mkdtemp(dir));
         snprintf(path, sizeof path, "%s/m.0.tsv", dir);
-        mock_init(&f->mock, 0, 2);
-        f->mock.async = async;
-        f->mock.remote_scale = 1;
-        f->comm = mock_as_comm(&f->mock);
-        selsync_config_default(&f->cfg, "test.cfg", 1);
+        restart(f, async, 1);
         f->cfg.warmup = 1;
         f->cfg.delta = 1e30;
         f->cfg.drift = 10.0 / 1275;
         snprintf(f->cfg.log, sizeof f->cfg.log, "%s/m.%%r.tsv", dir);
-        float v = 1.0f; /* the fixture's params again */
-        for (int i = 0; i < N_TENSORS; i++)
-            for (size_t j = 0; j < counts[i]; j++, v += 1.0f) params[i][j] = v;
         make(f);
         for (int t = 0; t < 12; t++) {
             int k = t == 0 ? 0 : (t - 1) % 5; /* steps since the last average */
@@ -589,17 +597,10 @@ static void test_outer_step(void **state)
     for (int async = 0; async <= 1; async++) {
         float p0[N_ALL], got[N_ALL];
         double want[5][N_ALL], u[N_ALL] = {0}; /* want[j]: after j averages */
-        mock_init(&f->mock, 0, 2);
-        f->mock.async = async;
-        f->mock.remote_scale = 3;
-        f->comm = mock_as_comm(&f->mock);
-        selsync_config_default(&f->cfg, "test.cfg", 1);
+        restart(f, async, 3);
         f->cfg.delta = 0;
         f->cfg.outer_momentum = beta;
         f->cfg.outer_lr = alpha;
-        float v = 1.0f;
-        for (int i = 0; i < N_TENSORS; i++)
-            for (size_t j = 0; j < counts[i]; j++, v += 1.0f) params[i][j] = v;
         snapshot(p0);
         for (int k = 0; k < N_ALL; k++) want[0][k] = p0[k];
         for (int j = 1; j < 5; j++)
