@@ -51,6 +51,9 @@ def methods(steps, extra=False):
                     {"method": "fedavg", "fedavg_interval": 4, "outer_momentum": 0.5}))
         out.append(("selsync-0.3-outer", "SelSync δ=0.3, outer momentum 0.5",
                     {"method": "selsync", "delta": "0.3", "outer_momentum": 0.5}))
+        for d in ("1e-4", "3e-4"):  # delta 0.3 with the drift rule
+            out.append(("selsync-0.3-drift-%s" % d, "SelSync δ=0.3 with the drift rule at %s" % d,
+                        {"method": "selsync", "delta": "0.3", "drift": d}))
         for d in ("1e-4", "3e-4", "1e-3"):  # the drift rule alone (delta never fires)
             out.append(("selsync-drift-%s" % d, "SelSync, drift rule at %s (Δ off)" % d,
                         {"method": "selsync", "delta": "1e30", "drift": d}))
