@@ -15,7 +15,7 @@
 #    against bsp, the times, and the held-out top-1 of the 10000 test
 #    images, which is what `darknet classifier valid` gives on the weights
 #    the demo wrote, and twice chance (0.1) at least (> 0.2: the same
-#    initial weights gave 0.28 to 0.61 in seven runs, as Darknet's loader
+#    initial weights gave 0.28 to 0.61 in six runs, as Darknet's loader
 #    threads draw the images from one shared rand()); the path of the
 #    training chart it drew.
 set -u
