@@ -556,6 +556,11 @@ selsync_status selsync_config_check_world(const selsync_config *cfg, int world, 
     return SELSYNC_OK;
 }
 
+int selsync_config_drift(const selsync_config *cfg)
+{
+    return cfg && cfg->method == SELSYNC_METHOD_SELSYNC && cfg->drift > 0;
+}
+
 int selsync_config_outer(const selsync_config *cfg)
 {
     return cfg && (cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG) &&
@@ -593,7 +598,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
-    if (c->method == SELSYNC_METHOD_SELSYNC && c->drift > 0) PUT(" drift=%g", c->drift);
+    if (selsync_config_drift(c)) PUT(" drift=%g", c->drift);
     if (selsync_config_outer(c)) PUT(" outer_momentum=%g outer_lr=%g", c->outer_momentum, c->outer_lr);
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);

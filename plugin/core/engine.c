@@ -107,7 +107,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if (world < 1 || rank < 0 || rank >= world)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
     if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
-    if (cfg->drift > 0 && !ops->sum_f64)
+    if (selsync_config_drift(cfg) && !ops->sum_f64)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] drift needs a communicator with sum_f64; '%s' "
                     "has none", ops->name ? ops->name : "");
     if (cfg->method == SELSYNC_METHOD_SSP && (!ops->send || !ops->recv))
@@ -157,13 +157,10 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->late_layers = calloc(e->n_layers, 1);
     e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
     e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
-    if ((cfg->drift > 0 && cfg->method == SELSYNC_METHOD_SELSYNC) || selsync_config_outer(cfg)) {
-        e->anchor = malloc((n_trained + 1) * sizeof *e->anchor);
-        if (!e->anchor) goto nomem;
-    }
-    if (cfg->drift > 0 && cfg->method == SELSYNC_METHOD_SELSYNC &&
-        !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
+    if ((selsync_config_drift(cfg) || selsync_config_outer(cfg)) &&
+        !(e->anchor = malloc((n_trained + 1) * sizeof *e->anchor)))
         goto nomem;
+    if (selsync_config_drift(cfg) && !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64))) goto nomem;
     if (selsync_config_outer(cfg) && !(e->outer_u = calloc(n_trained + 1, sizeof *e->outer_u))) goto nomem;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
         !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && !e->snap && n_trained) ||

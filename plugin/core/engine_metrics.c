@@ -63,7 +63,7 @@ static int adaptive(const selsync_engine *e)
 static int written(const selsync_engine *e, metrics_column k)
 {
     if (k == METRICS_DELTA) return adaptive(e);
-    if (k == METRICS_DRIFT) return e->cfg.method == SELSYNC_METHOD_SELSYNC && e->cfg.drift > 0;
+    if (k == METRICS_DRIFT) return selsync_config_drift(&e->cfg);
     if (k == METRICS_VIRTUAL_S) return selsync_virtual_clock(&e->comm, NULL);
     return 1;
 }

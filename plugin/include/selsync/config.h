@@ -159,6 +159,9 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
 selsync_status selsync_config_check_world(const selsync_config *cfg, int world,
                                           char *err, size_t errlen);
 
+/* 1 when selsync's steps also follow the drift rule (drift > 0). */
+int selsync_config_drift(const selsync_config *cfg);
+
 /* 1 when each parameter average takes an outer step (outer_momentum > 0 or
  * outer_lr != 1, on selsync or fedavg). */
 int selsync_config_outer(const selsync_config *cfg);
