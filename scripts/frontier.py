@@ -6,7 +6,7 @@ seeds. Resumable: a run whose results are there is not run again.
 
 Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
            [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
-           [--bandwidth RATE] [--jobs J] [--quick] [--results DIR]
+           [--bandwidth RATE] [--det-cfg CFG] [--jobs J] [--quick] [--results DIR]
 
 Each (seed, method) is one scripts/compare-methods.py --virtual run (each
 rank a machine of its own on the modelled network, whatever the cores here)
@@ -21,7 +21,9 @@ the shares of synchronised steps that delta is adapted to; SelSync with the
 quadratic synchronisation rule (delta 0.3, max_local 4, qsr_alpha 0.1:
 the bound on local steps in a row grows as the rate decays); SelSync on the
 drift rule alone (drift 1e-4, 3e-4, 1e-3; delta never fires); FedAvg every
-4 and SelSync delta 0.3 with SlowMo's outer momentum (0.5). The seed sets
+4 and SelSync delta 0.3 with SlowMo's outer momentum (0.5); SelSync with its
+defaults (delta 0.3 and the drift rule at 1e-4; every other SelSync key
+here sets drift = 0, the paper's rule alone). The seed sets
 the data order and partition; every run of a seed starts from the same
 initial weights.
 
@@ -49,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
 GRID = ("bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,selsync-0.05,selsync-0.1,selsync-0.3,selsync-0.5,"
         "selsync-target-0.05,selsync-target-0.1,selsync-target-0.25,selsync-target-0.5,selsync-qsr,"
-        "selsync-drift-1e-4,selsync-drift-3e-4,selsync-drift-1e-3,fedavg-4-outer,selsync-0.3-outer")
+        "selsync-drift-1e-4,selsync-drift-3e-4,selsync-drift-1e-3,fedavg-4-outer,selsync-0.3-outer,selsync")
 
 
 def fail(msg):
@@ -68,6 +70,8 @@ def options():
     ap.add_argument("--eval-images", type=int, default=10000,
                     help="held-out images of every evaluation (default 10000: all of Fashion-MNIST's test set)")
     ap.add_argument("--bandwidth", default="1gbit")
+    ap.add_argument("--det-cfg", help="the detector's cfg of the det suite (default cfg/fmnist-det.cfg; "
+                    "cfg/fmnist-det-tiny-yolov3.cfg is Darknet's yolov3-tiny layout)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at the same time (compare-methods --jobs)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--results", default=os.path.join(ROOT, "results", "frontier"),
@@ -79,6 +83,9 @@ def options():
     except ValueError:
         fail("--seeds takes comma-separated integers, e.g. 1,2,3")
     a.methods = [m for m in (a.methods or ("bsp,fedavg-2" if a.quick else GRID)).split(",") if m]
+    if a.det_cfg and not os.path.isfile(a.det_cfg):
+        fail("--det-cfg %s: no such file" % a.det_cfg)
+    a.det_cfg = a.det_cfg and os.path.abspath(a.det_cfg)
     if a.ranks < 2 or min(a.steps, a.batch, a.jobs, a.eval_images) < 1 or not a.seeds or not a.methods:
         fail("--ranks must be >= 2; --steps, --batch, --jobs, --eval-images >= 1; at least one seed and method")
     return a
@@ -96,6 +103,7 @@ def run_one(a, seed, method, folder):
     cmd += ["--quick"] if a.quick else ["--steps", str(a.steps), "--batch", str(a.batch),
                                        "--eval-images", str(a.eval_images), "--det-eval-images", str(a.eval_images),
                                        "--det-steps", str(a.steps)]
+    cmd += ["--det-cfg", a.det_cfg] if a.det_cfg else []
     log = os.path.join(folder, "compare.log")
     with open(log, "w") as f:
         if subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT):

@@ -350,6 +350,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->chart_every = 100;
     cfg->bn_recalibrate = SELSYNC_BN_RECALIBRATE_DEFAULT;
     cfg->outer_lr = 1;
+    cfg->drift = -1; /* = SELSYNC_DRIFT_DEFAULT with selsync and aggregate = params, else 0 */
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
 }
@@ -494,6 +495,9 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
             k == SELSYNC_KEY_OUTER_MOMENTUM ? cfg->outer_momentum : cfg->outer_lr);
         return SELSYNC_ECONFIG;
     }
+    if (cfg->drift < 0)
+        cfg->drift = cfg->method == SELSYNC_METHOD_SELSYNC && cfg->aggregate == SELSYNC_AGGREGATE_PARAMS
+                         ? SELSYNC_DRIFT_DEFAULT : 0;
     if (cfg->drift > 0 && cfg->aggregate != SELSYNC_AGGREGATE_PARAMS) {
         head(&m, cfg, line_of(cfg, SELSYNC_KEY_DRIFT));
         put(&m, "drift = %g: the drift rule measures how far the parameters moved since the last average, and "

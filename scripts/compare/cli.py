@@ -77,7 +77,8 @@ def options(argv):
     p.add_argument("--results", default=os.path.join(ROOT, "results"), help="parent folder of the results")
     p.add_argument("--report", metavar="DIR", help="only rebuild the tables and plots of the results folder DIR "
                    "(give the options it was made with)")
-    p.add_argument("--det-cfg", default=os.path.join(ROOT, "cfg", "fmnist-det.cfg"), help=argparse.SUPPRESS)
+    p.add_argument("--det-cfg", default=os.path.join(ROOT, "cfg", "fmnist-det.cfg"),
+                   help="the detector's cfg of the det suite (default cfg/fmnist-det.cfg)")
     a = p.parse_args(argv)
     q = a.quick
     # quick: small batches, so that a run costs little more than its start

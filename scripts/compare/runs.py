@@ -28,29 +28,31 @@ def methods(steps, extra=False):
            ("ssp-100", "SSP s=100", {"method": "ssp", "ssp_staleness": 100}),
            ("ssp-200", "SSP s=200", {"method": "ssp", "ssp_staleness": 200}),
            ("local", "local SGD", {"method": "local"})]
+    # the keys with a delta are the paper's rule alone (drift = 0)
     for d in ("0.05", "0.1"):  # the rest of the paper's sweep of delta
-        out.append(("selsync-%s" % d, "SelSync δ=%s" % d, {"method": "selsync", "delta": d}))
+        out.append(("selsync-%s" % d, "SelSync δ=%s" % d, {"method": "selsync", "delta": d, "drift": 0}))
     # beyond the paper: a bound on local steps in a row, and delta adapted to a share of synchronised steps
     g = max(2, steps // 10)
     out.append(("selsync-0.3-max%d" % g, "SelSync δ=0.3, at most %d local steps in a row" % g,
-                {"method": "selsync", "delta": "0.3", "max_local": g}))
+                {"method": "selsync", "delta": "0.3", "max_local": g, "drift": 0}))
     out.append(("selsync-target-0.1", "SelSync, δ adapted to 10 % synchronised steps",
-                {"method": "selsync", "delta": "0.3", "target_sync": "0.1"}))
+                {"method": "selsync", "delta": "0.3", "target_sync": "0.1", "drift": 0}))
     for gran in ("model", "layer"):
         for d in ("0.3", "0.5"):
             key = "selsync-%s%s" % (d, "-layer" if gran == "layer" else "")
             label = "SelSync δ=%s%s" % (d, ", per layer" if gran == "layer" else "")
-            out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran}))
+            out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran, "drift": 0}))
     if extra:
+        out.append(("selsync", "SelSync, defaults (δ=0.3, drift 1e-4)", {"method": "selsync"}))
         for k in (2, 8, 16):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         out.append(("selsync-qsr", "SelSync δ=0.3, quadratic rule from 4 local steps in a row",
-                    {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1}))
+                    {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1, "drift": 0}))
         # SlowMo's outer momentum on each average (beta 0.5, alpha 1)
         out.append(("fedavg-4-outer", "FedAvg every 4, outer momentum 0.5",
                     {"method": "fedavg", "fedavg_interval": 4, "outer_momentum": 0.5}))
         out.append(("selsync-0.3-outer", "SelSync δ=0.3, outer momentum 0.5",
-                    {"method": "selsync", "delta": "0.3", "outer_momentum": 0.5}))
+                    {"method": "selsync", "delta": "0.3", "outer_momentum": 0.5, "drift": 0}))
         for d in ("1e-4", "3e-4"):  # delta 0.3 with the drift rule
             out.append(("selsync-0.3-drift-%s" % d, "SelSync δ=0.3 with the drift rule at %s" % d,
                         {"method": "selsync", "delta": "0.3", "drift": d}))
@@ -59,7 +61,7 @@ def methods(steps, extra=False):
                         {"method": "selsync", "delta": "1e30", "drift": d}))
         for t in ("0.05", "0.25", "0.5"):
             out.append(("selsync-target-%s" % t, "SelSync, δ adapted to %g %% synchronised steps" % (100 * float(t)),
-                        {"method": "selsync", "delta": "0.3", "target_sync": t}))
+                        {"method": "selsync", "delta": "0.3", "target_sync": t, "drift": 0}))
     seen = set()  # a budget of 16 steps makes fedavg-A Darknet's fedavg-4: once
     return [m for m in out if not (m[0] in seen or seen.add(m[0]))]
 

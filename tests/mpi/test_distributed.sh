@@ -8,7 +8,7 @@
 #    gives the bits of bsp that sums them after it;
 #  - after every synchronisation all ranks hold bitwise identical parameters,
 #    and decisions are identical on all ranks;
-#  - delta=0 synchronises every step, a huge delta only during warm-up;
+#  - delta=0 synchronises every step, a huge delta (drift=0) only during warm-up;
 #  - a flag raised on one rank alone makes every rank synchronise;
 #  - the drift rule: every rank logs the same (agreed) drift, a step
 #    synchronises exactly when it exceeds the threshold, and the step after
@@ -159,6 +159,7 @@ run "$work/d0.cfg" 20 "$work/d0" || bad "($np ranks) delta=0 run failed"
 [ "$(column t_agree "$work/d0.1.tsv" | wc -l)" -eq 20 ] && ok || bad "($np ranks) rank 1 metrics incomplete"
 
 cfg 4 1 "delta=1e30
+drift=0
 window=5
 warmup=7
 log=$work/dinf.%r.tsv" >"$work/dinf.cfg"
@@ -202,6 +203,7 @@ grep -q " drift=0.008 aggregate=params" "$work/log" && ok || bad "($np ranks) dr
 # those steps are skipped rather than ending the run)
 spike=$((np - 1))
 cfg 4 0 "delta=20
+drift=0
 window=5
 on_nonfinite=skip
 log=$work/spike.%r.tsv" >"$work/spike.cfg"

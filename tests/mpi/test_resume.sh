@@ -37,6 +37,7 @@ window=3
 warmup=2" ;;
     max_local) method="method=selsync
 delta=1000
+drift=0
 window=3
 warmup=2
 max_local=4" ;;

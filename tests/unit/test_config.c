@@ -662,7 +662,7 @@ static void test_guard_and_target_keys(void **state)
     assert_int_equal(f->cfg.max_local, 50);
     assert_true(f->cfg.target_sync == 0.1);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " granularity=model max_local=50 target_sync=0.1 aggregate=params");
+    assert_contains(f->err, " granularity=model max_local=50 target_sync=0.1 drift=0.0001 aggregate=params");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "max_local", "-1", 5), SELSYNC_ECONFIG);
     assert_int_equal(set(f, "target_sync", "1.5", 6), SELSYNC_ECONFIG);
@@ -690,7 +690,7 @@ static void test_qsr_alpha_key(void **state)
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_true(f->cfg.qsr_alpha == 0.25);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " max_local=4 qsr_alpha=0.25 aggregate=params");
+    assert_contains(f->err, " max_local=4 qsr_alpha=0.25 drift=0.0001 aggregate=params");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "qsr_alpha", "-0.1", 5), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:5: [selsync] qsr_alpha = '-0.1'");
@@ -732,11 +732,29 @@ static void test_sync_until_key(void **state)
 }
 
 /* drift: a real number in [0, 1e6], selsync only, with aggregate = params
- * (an average is what brings the replicas back to the anchor). */
+ * (an average is what brings the replicas back to the anchor); by default
+ * SELSYNC_DRIFT_DEFAULT there, 0 elsewhere (aggregate = grads, other
+ * methods) without an error. */
 static void test_drift_key(void **state)
 {
     fixture *f = *state;
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(f->cfg.drift == SELSYNC_DRIFT_DEFAULT && SELSYNC_DRIFT_DEFAULT > 0);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " drift=0.0001 aggregate=params");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "aggregate", "grads", 2), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
     assert_true(f->cfg.drift == 0);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(f->cfg.drift == 0);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "drift", "0", 3), SELSYNC_OK); /* off */
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_true(f->cfg.drift == 0);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "drift", "0.002", 3), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_true(f->cfg.drift == 0.002);

@@ -95,6 +95,11 @@ typedef enum selsync_config_key {
 #define SELSYNC_BN_RECALIBRATE_DEFAULT 0 /* bn_recalibrate's default: samples per rank */
 #define SELSYNC_TEXT_SHOWN 40 /* a value as kept for messages, with its NUL */
 
+/* drift's default for selsync with aggregate = params: an average once the
+ * ranks have moved, on the mean, sqrt(1e-4) = 1 % of the model's norm away
+ * from the last one (docs/paper.md, "Defaults"). */
+#define SELSYNC_DRIFT_DEFAULT 1e-4
+
 typedef struct selsync_config {
     selsync_method method;
     double delta;                  /* significance threshold, >= 0 */
@@ -107,7 +112,8 @@ typedef struct selsync_config {
     double qsr_alpha;              /* > 0: max_local grows to floor((qsr_alpha / lr)^2) as lr decays */
     selsync_sync_until sync_until; /* post-local SGD: every step synchronises until then */
     double drift;                  /* > 0: a step synchronises when the ranks' mean relative squared
-                                      distance from the last average exceeds it; 0 = off */
+                                      distance from the last average exceeds it; 0 = off; < 0 unset
+                                      (selsync_config_finish: SELSYNC_DRIFT_DEFAULT where it applies) */
     double outer_momentum;         /* beta of the outer momentum on each average (SlowMo); 0 = off */
     double outer_lr;               /* alpha of the outer step on each average, 1 = the average itself */
     selsync_aggregate aggregate;
