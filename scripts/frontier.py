@@ -6,7 +6,7 @@ seeds. Resumable: a run whose results are there is not run again.
 
 Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
            [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
-           [--bandwidth RATE] [--det-cfg CFG] [--jobs J] [--quick] [--results DIR]
+           [--bandwidth RATE] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J] [--quick] [--results DIR]
 
 Each (seed, method) is one scripts/compare-methods.py --virtual run (each
 rank a machine of its own on the modelled network, whatever the cores here)
@@ -70,6 +70,8 @@ def options():
     ap.add_argument("--eval-images", type=int, default=10000,
                     help="held-out images of every evaluation (default 10000: all of Fashion-MNIST's test set)")
     ap.add_argument("--bandwidth", default="1gbit")
+    ap.add_argument("--lr-rule", choices=("cfg", "linear"), default="cfg",
+                    help="compare-methods' learning-rate rule (linear: the cfg's rate times the ranks)")
     ap.add_argument("--det-cfg", help="the detector's cfg of the det suite (default cfg/fmnist-det.cfg; "
                     "cfg/fmnist-det-tiny-yolov3.cfg is Darknet's yolov3-tiny layout)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at the same time (compare-methods --jobs)")
@@ -104,6 +106,7 @@ def run_one(a, seed, method, folder):
                                        "--eval-images", str(a.eval_images), "--det-eval-images", str(a.eval_images),
                                        "--det-steps", str(a.steps)]
     cmd += ["--det-cfg", a.det_cfg] if a.det_cfg else []
+    cmd += ["--lr-rule", a.lr_rule]
     log = os.path.join(folder, "compare.log")
     with open(log, "w") as f:
         if subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT):

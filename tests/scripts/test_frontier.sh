@@ -9,7 +9,8 @@
 #    than bsp;
 #  - run again, it resumes: every run "done before", nothing trained; with
 #    one run's folder removed, only that run trains again;
-#  - bad options are refused with a message and a non-zero exit.
+#  - bad options (a seed, a method, a detector cfg) are refused with a
+#    message and a non-zero exit.
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -49,5 +50,7 @@ front --seeds 1,x >"$work/bad.txt" 2>&1
 check "a bad seed: refused" '[ $? -ne 0 ] && grep -q "frontier: --seeds takes comma-separated integers" "$work/bad.txt"'
 front --methods nosuch --seeds 9 >"$work/bad2.txt" 2>&1
 check "an unknown method: refused naming it" '[ $? -ne 0 ] && grep -q "nosuch" "$work/bad2.txt" "$out/seed-9/nosuch/compare.log"'
+front --det-cfg "$work/no-such.cfg" >"$work/bad3.txt" 2>&1
+check "a missing --det-cfg: refused naming it" '[ $? -ne 0 ] && grep -q "frontier: --det-cfg .*no-such.cfg: no such file" "$work/bad3.txt"'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
