@@ -595,13 +595,14 @@ static selsync_status summary(selsync_session *s, FILE *out)
     char ratio[48];
     int virtual = selsync_virtual_clock(&s->comm, &vc);
     selsync_engine_get_totals(s->engine, &t);
-    double v[14] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+    double v[16] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
                     t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes,
-                    (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network};
+                    (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network,
+                    vc.paused, (double)vc.pauses};
     if (s->ssp && s->rank == 0) memset(v, 0, sizeof v);
-    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 14))) return comm_failed(s, st, "gathering the summary");
+    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 16))) return comm_failed(s, st, "gathering the summary");
     if (s->rank != 0) return SELSYNC_OK;
-    for (int i = 0; i < 14; ++i) v[i] /= parts(s);
+    for (int i = 0; i < 16; ++i) v[i] /= parts(s);
     double comm = v[3] + v[4] + v[5], share = v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0;
     if (s->ssp) {
         const selsync_ssp_stats *x = &s->served;
@@ -641,7 +642,10 @@ static selsync_status summary(selsync_session *s, FILE *out)
     }
     if (virtual)
         fprintf(out, "selsync: summary: virtual time per %s: %.3f s (compute %.3f s, waiting for other ranks "
-                "%.3f s, network %.3f s)\n", s->ssp ? "worker" : "rank", v[10], v[11], v[12], v[13]);
+                "%.3f s, network %.3f s)\n", s->ssp ? "worker" : "rank", v[10], v[11] + v[14], v[12], v[13]);
+    if (virtual && v[15] > 0)
+        fprintf(out, "selsync: summary: virtual pauses (jitter) per %s: %.1f, %.3f s of the compute above\n",
+                s->ssp ? "worker" : "rank", v[15], v[14]);
     return SELSYNC_OK;
 }
 

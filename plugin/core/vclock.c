@@ -66,12 +66,49 @@ static int slowdown(const char *v, const char *end, int rank, double *out)
     return 1;
 }
 
+/* jitter=P:TIME[:SEED]: P in [0,1], TIME a time, SEED a whole number. */
+static int jitter(const char *v, const char *end, selsync_vnet *n)
+{
+    const char *p = v, *colon;
+    double prob = decimal(&p), seed = 1;
+    if (prob < 0 || prob > 1 || *p != ':') return 0;
+    p++;
+    colon = memchr(p, ':', (size_t)(end - p));
+    double t = quantity(p, colon ? colon : end, times);
+    if (t < 0) return 0;
+    if (colon) {
+        const char *q = colon + 1;
+        seed = decimal(&q);
+        if (seed < 0 || seed != floor(seed) || seed > 1e15 || q != end) return 0;
+    }
+    n->jitter_p = prob;
+    n->jitter_t = t;
+    n->jitter_seed = (uint64_t)seed;
+    return 1;
+}
+
+/* splitmix64's finaliser: consecutive inputs give unrelated outputs. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+int selsync_vnet_pauses(const selsync_vnet *net, int rank, uint64_t step)
+{
+    if (!(net->jitter_p > 0) || !(net->jitter_t > 0)) return 0;
+    uint64_t h = mix64(mix64(mix64(net->jitter_seed) ^ (uint64_t)(uint32_t)rank) ^ step);
+    return (double)(h >> 11) * 0x1.0p-53 < net->jitter_p;
+}
+
 selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out, char *err, size_t errlen)
 {
     static const char *const form = "expected bandwidth=RATE,latency=TIME[,slow=RANK:FACTOR[+RANK:FACTOR...]]"
-                                    "[,compute=cpu|wall] with RATE such as 1Gbit or 100Mbit, TIME such as 50us or "
-                                    "1ms and FACTOR >= 1";
-    selsync_vnet n = {-1, -1, 1.0, 0};
+                                    "[,jitter=P:TIME[:SEED]][,compute=cpu|wall] with RATE such as 1Gbit or 100Mbit, "
+                                    "TIME such as 50us or 1ms, FACTOR >= 1 and P from 0 to 1";
+    selsync_vnet n = {.bandwidth = -1, .latency = -1, .slowdown = 1.0, .jitter_seed = 1};
     const char *p = spec ? spec : "";
     while (*p) {
         const char *end = p + strcspn(p, ","), *eq = memchr(p, '=', (size_t)(end - p));
@@ -80,6 +117,7 @@ selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out,
         if (ok && klen == 9 && strncmp(p, "bandwidth", 9) == 0) ok = (n.bandwidth = quantity(eq + 1, end, rates)) > 0;
         else if (ok && klen == 7 && strncmp(p, "latency", 7) == 0) ok = (n.latency = quantity(eq + 1, end, times)) >= 0;
         else if (ok && klen == 4 && strncmp(p, "slow", 4) == 0) ok = slowdown(eq + 1, end, rank, &n.slowdown);
+        else if (ok && klen == 6 && strncmp(p, "jitter", 6) == 0) ok = jitter(eq + 1, end, &n);
         else if (ok && klen == 7 && strncmp(p, "compute", 7) == 0) {
             size_t vlen = (size_t)(end - eq - 1);
             n.wall = vlen == 4 && strncmp(eq + 1, "wall", 4) == 0;
@@ -105,6 +143,9 @@ void selsync_vnet_describe(const selsync_vnet *net, char *buf, size_t len)
                      bits >= 1e9 ? "Gbit" : bits >= 1e6 ? "Mbit" : "kbit", net->latency * 1e6);
     if (net->slowdown != 1.0 && n >= 0 && (size_t)n < len)
         n += snprintf(buf + n, len - (size_t)n, ", this rank %gx slower", net->slowdown);
+    if (net->jitter_p > 0 && net->jitter_t > 0 && n >= 0 && (size_t)n < len)
+        n += snprintf(buf + n, len - (size_t)n, ", pauses of %g ms with probability %g per step (seed %llu)",
+                      net->jitter_t * 1e3, net->jitter_p, (unsigned long long)net->jitter_seed);
     if (net->wall && n >= 0 && (size_t)n < len) snprintf(buf + n, len - (size_t)n, ", computation in wall time");
 }
 
@@ -353,9 +394,16 @@ static const char *v_last_error(void *ctx)
     return v->inner.ops->last_error ? v->inner.ops->last_error(v->inner.ctx) : NULL;
 }
 
+/* A step of training starts: the jitter's pause, if this step draws one. */
 static void v_step_begins(void *ctx, uint64_t step)
 {
     vcomm *v = ctx;
+    count_compute(v);
+    if (!v->held && selsync_vnet_pauses(&v->net, v->rank, step)) {
+        v->clock.paused += v->net.jitter_t;
+        v->clock.now += v->net.jitter_t;
+        v->clock.pauses++;
+    }
     if (v->inner.ops->step_begins) v->inner.ops->step_begins(v->inner.ctx, step);
 }
 
@@ -440,9 +488,10 @@ static const selsync_comm_ops virtual_ops = {
 selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net, double (*cpu)(void),
                                     selsync_comm *out, char *err, size_t errlen)
 {
-    if (!inner.ops || !net || !out || !(net->bandwidth > 0) || !(net->latency >= 0) || !(net->slowdown >= 1))
+    if (!inner.ops || !net || !out || !(net->bandwidth > 0) || !(net->latency >= 0) || !(net->slowdown >= 1) ||
+        !(net->jitter_p >= 0 && net->jitter_p <= 1) || !(net->jitter_t >= 0))
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "virtual time: no transport, or a network without "
-                            "bandwidth, latency or slow-down >= 1");
+                            "bandwidth, latency, slow-down >= 1 or a jitter of probability 0..1 and time >= 0");
     if (!inner.ops->send || !inner.ops->recv || !inner.ops->sum_f32v_among)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "virtual time: the %s transport lacks point-to-point "
                             "messages or sums among members", inner.ops->name);

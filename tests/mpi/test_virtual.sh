@@ -20,6 +20,9 @@
 #    runs at least three times as fast as rank 0's (the margin absorbs
 #    ranks whose threads' CPU time per step differs under a busy machine:
 #    up to 1.75x was seen with the test suite running beside it);
+#  - jitter=1:1s pauses every step of every rank for 1 s (the clock's rises
+#    and the summary's count); jitter=0.5:1s:9 pauses at the same steps in a
+#    rerun, at other steps on another rank;
 #  - more than one thread per rank, or a value it cannot read: every rank
 #    says why and the job fails.
 set -u
@@ -105,6 +108,31 @@ check "slow=1:8: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
 s0=$(column "$work/slow.0.tsv" virtual_s | tail -n 1) s1=$(column "$work/slow.1.tsv" virtual_s | tail -n 1)
 check "slow=1:8: rank 1's clock ($s1 s) runs at least three times as fast as rank 0's ($s0 s)" \
     'awk -v a="$s0" -v b="$s1" "BEGIN { exit !(a > 0 && b >= 3 * a) }"'
+
+# --- the jitter's pauses -------------------------------------------------------------------
+# method local (no collective per step): a rank's clock rises by at least 1 s
+# exactly at the steps where it pauses for 1 s (a step computes in far less)
+paused_steps() { # METRICS: the steps whose clock rose by at least 1 s
+    column "$1" virtual_s | awk 'BEGIN { p = 0 } { if ($1 - p >= 1) printf "%d ", NR - 1; p = $1 }'
+}
+SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us,jitter=1:1s run always local
+check "jitter=1:1s: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+check "jitter=1:1s: rank 0 names the pauses" \
+    'grep -q "virtual time: 1 Gbit/s, latency 50 us, pauses of 1000 ms with probability 1 per step (seed 1)$" "$work/always.out"'
+check "jitter=1:1s: every step of rank 1 pauses" \
+    '[ "$(paused_steps "$work/always.1.tsv")" = "$(seq -s " " 0 $((steps - 1))) " ]'
+check "jitter=1:1s: the summary counts $steps pauses of 1 s per rank" \
+    'grep -q "^selsync: summary: virtual pauses (jitter) per rank: $steps.0, $steps.000 s of the compute above$" "$work/always.out"'
+for k in 1 2; do
+    SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us,jitter=0.5:1s:9 run half$k local
+    check "jitter=0.5:1s:9, run $k: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+done
+h0=$(paused_steps "$work/half1.0.tsv") h1=$(paused_steps "$work/half1.1.tsv")
+echo "jitter=0.5:1s:9: rank 0 paused at steps $h0; rank 1 at $h1"
+check "jitter=0.5:1s:9: a rerun pauses at the same steps on every rank" \
+    '[ "$h0" = "$(paused_steps "$work/half2.0.tsv")" ] && [ "$h1" = "$(paused_steps "$work/half2.1.tsv")" ]'
+check "jitter=0.5:1s:9: the ranks draw apart, some steps pause and some do not" \
+    '[ "$h0" != "$h1" ] && [ -n "$h0" ] && [ "$(echo $h0 | wc -w)" -lt $steps ]'
 
 # --- refused ----------------------------------------------------------------------------------
 every_rank() {

@@ -290,7 +290,7 @@ static void test_server_held_pull_in_virtual_time(void **state)
 {
     fx *f = *state;
     const float z[N] = {0};
-    const selsync_vnet net = {125e6, 50e-6, 1.0, 0}; /* 1 Gbit/s, 50 us */
+    const selsync_vnet net = {.bandwidth = 125e6, .latency = 50e-6, .slowdown = 1.0}; /* 1 Gbit/s, 50 us */
     selsync_comm plain = f->comm;
     char err[256];
     double header = selsync_vnet_message(&net, HDR), model = selsync_vnet_message(&net, N * sizeof(float));

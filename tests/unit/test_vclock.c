@@ -27,7 +27,7 @@ static double fake_cpu; /* the clock of computation the tests advance */
 static double cpu(void) { return fake_cpu; }
 
 /* 1 Gbit/s (125e6 bytes/s), 50 us */
-static const selsync_vnet gigabit = {125e6, 50e-6, 1.0, 0};
+static const selsync_vnet gigabit = {.bandwidth = 125e6, .latency = 50e-6, .slowdown = 1.0};
 
 typedef struct fx {
     mock_comm mock;
@@ -89,7 +89,47 @@ static void parse_accepts_rates_times_and_slowdowns(void **state)
     assert_string_equal(text, "1 Gbit/s, latency 50 us, computation in wall time");
     assert_int_equal(selsync_vnet_parse("compute=cpu,bandwidth=1Gbit,latency=50us", 0, &n, err, sizeof err),
                      SELSYNC_OK);
-    assert_true(!n.wall);
+    assert_true(!n.wall && n.jitter_p == 0);
+    assert_int_equal(selsync_vnet_parse("bandwidth=1Gbit,latency=50us,jitter=0.02:50ms:7", 0, &n, err, sizeof err),
+                     SELSYNC_OK);
+    assert_true(n.jitter_p == 0.02 && fabs(n.jitter_t - 0.05) < 1e-12 && n.jitter_seed == 7);
+    selsync_vnet_describe(&n, text, sizeof text);
+    assert_string_equal(text, "1 Gbit/s, latency 50 us, pauses of 50 ms with probability 0.02 per step (seed 7)");
+    assert_int_equal(selsync_vnet_parse("jitter=1:2s,bandwidth=1Gbit,latency=50us", 0, &n, err, sizeof err),
+                     SELSYNC_OK);
+    assert_true(n.jitter_p == 1 && n.jitter_t == 2 && n.jitter_seed == 1);
+}
+
+/* ---- the jitter's draws ---- */
+
+static void jitter_draws_follow_seed_rank_and_step(void **state)
+{
+    (void)state;
+    selsync_vnet a = gigabit, b = gigabit, never = gigabit, always = gigabit;
+    a.jitter_p = b.jitter_p = 0.02;
+    a.jitter_t = b.jitter_t = never.jitter_t = always.jitter_t = 0.1;
+    a.jitter_seed = 1;
+    b.jitter_seed = 2;
+    always.jitter_p = 1;
+    int in_a = 0, in_b = 0, differ_seed = 0, differ_rank = 0;
+    for (uint64_t step = 0; step < 20000; step++) {
+        int pa = selsync_vnet_pauses(&a, 3, step);
+        assert_int_equal(pa, selsync_vnet_pauses(&a, 3, step)); /* a function of its inputs */
+        in_a += pa;
+        in_b += selsync_vnet_pauses(&b, 3, step);
+        differ_seed += pa != selsync_vnet_pauses(&b, 3, step);
+        differ_rank += pa != selsync_vnet_pauses(&a, 4, step);
+        assert_false(selsync_vnet_pauses(&never, 3, step));
+        assert_true(selsync_vnet_pauses(&always, 3, step));
+    }
+    /* 400 expected of 20000 at 2 %, standard deviation 20: 6 of them either side */
+    assert_in_range(in_a, 280, 520);
+    assert_in_range(in_b, 280, 520);
+    /* two independent draws at 2 % disagree on about 3.9 % of the steps */
+    assert_in_range(differ_seed, 500, 1100);
+    assert_in_range(differ_rank, 500, 1100);
+    a.jitter_t = 0; /* pauses of no time are no pauses */
+    assert_false(selsync_vnet_pauses(&a, 3, 0) || selsync_vnet_pauses(&always, 3, 0) == 0);
 }
 
 static void parse_refuses_what_it_does_not_understand(void **state)
@@ -108,12 +148,17 @@ static void parse_refuses_what_it_does_not_understand(void **state)
         {"bandwidth=1Gbit,latency=50us,slow=1.5:2", "'slow=1.5:2'"},
         {"bandwidth=1Gbit,latency=50us,slow=1:2+", "'slow=1:2+'"},
         {"bandwidth=1Gbit,latency=50us,jitter=1ms", "'jitter=1ms'"},
+        {"bandwidth=1Gbit,latency=50us,jitter=1.5:1ms", "'jitter=1.5:1ms'"},
+        {"bandwidth=1Gbit,latency=50us,jitter=0.1:1", "'jitter=0.1:1'"},
+        {"bandwidth=1Gbit,latency=50us,jitter=0.1:1ms:", "'jitter=0.1:1ms:'"},
+        {"bandwidth=1Gbit,latency=50us,jitter=0.1:1ms:2.5", "'jitter=0.1:1ms:2.5'"},
+        {"bandwidth=1Gbit,latency=50us,jitter=0.1:1ms:3:4", "'jitter=0.1:1ms:3:4'"},
         {"bandwidth=1Gbit,latency=50us,compute=walls", "'compute=walls'"},
         {"bandwidth=1Gbit,latency=50us,compute=", "'compute='"},
         {"bandwidth=1Gbit,,latency=50us", "''"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        selsync_vnet n = {7, 7, 7, 7};
+        selsync_vnet n = {.bandwidth = 7, .latency = 7, .slowdown = 7};
         char err[512] = "";
         assert_int_equal(selsync_vnet_parse(bad[i].spec, 0, &n, err, sizeof err), SELSYNC_ECONFIG);
         assert_non_null(strstr(err, "SELSYNC_VIRTUAL="));
@@ -286,6 +331,36 @@ static void a_slow_rank_computes_longer(void **state)
     selsync_comm_virtual_free(&vc);
 }
 
+static void a_pausing_rank_is_late_to_the_next_collective(void **state)
+{
+    (void)state;
+    mock_comm m;
+    selsync_comm vc;
+    selsync_vnet jit = gigabit;
+    double remote[RANKS] = {0};
+    char err[256];
+    uint8_t flag = 0;
+    jit.jitter_p = 1;
+    jit.jitter_t = 0.5;
+    fake_cpu = 0;
+    mock_init(&m, 1, RANKS);
+    m.remote_f64 = remote;
+    assert_int_equal(selsync_comm_virtual(mock_as_comm(&m), &jit, cpu, &vc, err, sizeof err), SELSYNC_OK);
+    vc.ops->step_begins(vc.ctx, 0); /* held: no pause */
+    assert_true(clock_of(&vc).now == 0 && clock_of(&vc).pauses == 0);
+    selsync_virtual_hold(&vc, 0);
+    fake_cpu = 1.0;
+    vc.ops->step_begins(vc.ctx, 1);
+    selsync_vclock c = clock_of(&vc);
+    assert_true(c.compute == 1.0 && c.paused == 0.5 && c.pauses == 1 && c.now == 1.5);
+    assert_int_equal(vc.ops->any(vc.ctx, &flag, 1), SELSYNC_OK);
+    assert_true(clock_of(&vc).now == 1.5 + selsync_vnet_tree(&jit, RANKS, 1));
+    jit.jitter_p = 1.5;
+    selsync_comm bad;
+    assert_int_equal(selsync_comm_virtual(mock_as_comm(&m), &jit, cpu, &bad, err, sizeof err), SELSYNC_EINVAL);
+    selsync_comm_virtual_free(&vc);
+}
+
 /* The mock's sum_f32, behind one that spins for 5 s of CPU time. */
 static selsync_status (*mock_sum_f32)(void *ctx, float *buf, size_t n);
 static selsync_status spinning_sum_f32(void *ctx, float *buf, size_t n)
@@ -413,7 +488,7 @@ static void only_virtual_communicators_have_a_clock(void **state)
 {
     (void)state;
     selsync_comm single = selsync_comm_single();
-    selsync_vnet none = {0, 0, 1, 0};
+    selsync_vnet none = {.slowdown = 1};
     selsync_comm out;
     char err[256];
     assert_int_equal(selsync_virtual_clock(&single, NULL), 0);
@@ -468,6 +543,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(each_collective_has_its_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(background_sums_overlap_computation, setup, teardown),
         cmocka_unit_test(a_slow_rank_computes_longer),
+        cmocka_unit_test(jitter_draws_follow_seed_rank_and_step),
+        cmocka_unit_test(a_pausing_rank_is_late_to_the_next_collective),
         cmocka_unit_test(time_inside_a_collective_is_not_computation),
         cmocka_unit_test_setup_teardown(holding_stops_the_clock, setup, teardown),
         cmocka_unit_test_setup_teardown(clocks_and_stamps_are_not_counted_as_bytes, setup, teardown),

@@ -25,6 +25,7 @@
 #define SELSYNC_VCLOCK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "selsync/comm.h"
 #include "selsync/status.h"
@@ -35,19 +36,25 @@ typedef struct selsync_vnet {
     double latency;   /* seconds per message */
     double slowdown;  /* this rank's compute time factor (1: as measured) */
     int wall;         /* 1: computation is wall time, 0: the thread's CPU time */
+    double jitter_p;  /* probability that this rank pauses at the start of a step */
+    double jitter_t;  /* seconds of each pause */
+    uint64_t jitter_seed; /* the draws: a function of (seed, rank, step) alone */
 } selsync_vnet;
 
 /* Reads a SELSYNC_VIRTUAL value for rank `rank`:
- *   bandwidth=RATE,latency=TIME[,slow=R:F[+R:F...]][,compute=cpu|wall]
+ *   bandwidth=RATE,latency=TIME[,slow=R:F[+R:F...]][,jitter=P:TIME[:SEED]][,compute=cpu|wall]
  * RATE: a number with Gbit, Mbit or kbit (per second); TIME: a number with
- * s, ms or us; slow: rank R computes F times slower (F >= 1); compute: what
+ * s, ms or us; slow: rank R computes F times slower (F >= 1); jitter: every
+ * rank pauses for TIME at the start of a step with probability P (0..1),
+ * drawn from SEED (default 1), its rank and the step, so that a run and its
+ * rerun (or resumption) pause at the same steps; compute: what
  * counts as computation, the CPU time of the rank's thread (cpu, the
  * default) or the wall time between its collectives (wall: the time its
  * host really took, for ranks on hosts of their own). On failure a message
  * naming the part at fault goes to err. */
 selsync_status selsync_vnet_parse(const char *spec, int rank, selsync_vnet *out, char *err, size_t errlen);
 
-/* "1 Gbit/s, latency 50 us" (and this rank's slow-down and wall-time computation, if any). */
+/* "1 Gbit/s, latency 50 us" (and this rank's slow-down, the jitter and wall-time computation, if any). */
 void selsync_vnet_describe(const selsync_vnet *net, char *buf, size_t len);
 
 /* Modelled seconds of one operation moving `bytes` among `ranks`:
@@ -78,10 +85,15 @@ selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net,
                                     selsync_comm *out, char *err, size_t errlen);
 void selsync_comm_virtual_free(selsync_comm *c);
 
+/* 1 when the jitter of net pauses `rank` at the start of `step`. */
+int selsync_vnet_pauses(const selsync_vnet *net, int rank, uint64_t step);
+
 /* A rank's virtual clock and what it is made of (seconds). */
 typedef struct selsync_vclock {
-    double now;     /* the clock: compute + wait + network */
+    double now;     /* the clock: compute + paused + wait + network */
     double compute; /* computation, slow-down included */
+    double paused;  /* the jitter's pauses */
+    uint64_t pauses;
     double wait;    /* waiting for later ranks in collectives and messages */
     double network; /* modelled transfers */
 } selsync_vclock;
