@@ -46,6 +46,9 @@ def methods(steps, extra=False):
         out.append(("selsync", "SelSync, defaults (δ=0.3, drift 1e-4)", {"method": "selsync"}))
         for k in (2, 8, 16):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
+        # post-local SGD: every step synchronises until Darknet's burn_in ends
+        out.append(("selsync-postlocal", "SelSync, defaults, every step synchronised until burn_in ends",
+                    {"method": "selsync", "sync_until": "burn_in"}))
         out.append(("selsync-qsr", "SelSync δ=0.3, quadratic rule from 4 local steps in a row",
                     {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1, "drift": 0}))
         # SlowMo's outer momentum on each average (beta 0.5, alpha 1)
