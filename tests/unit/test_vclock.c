@@ -309,6 +309,17 @@ static void each_collective_has_its_cost(void **state)
     assert_int_equal(f->mock.f64_calls, 5 + 1); /* a clock exchange each, and the sum_f64 itself */
 }
 
+/* *vc: rank 1 of RANKS over the mock m (the others' clocks all 0 in
+ * remote), with net, the fake CPU clock at 0. */
+static void virtual_rank_1(mock_comm *m, double *remote, const selsync_vnet *net, selsync_comm *vc)
+{
+    char err[256];
+    fake_cpu = 0;
+    mock_init(m, 1, RANKS);
+    m->remote_f64 = remote;
+    assert_int_equal(selsync_comm_virtual(mock_as_comm(m), net, cpu, vc, err, sizeof err), SELSYNC_OK);
+}
+
 static void a_slow_rank_computes_longer(void **state)
 {
     (void)state;
@@ -316,13 +327,9 @@ static void a_slow_rank_computes_longer(void **state)
     selsync_comm vc;
     selsync_vnet slow = gigabit;
     double remote[RANKS] = {0};
-    char err[256];
     uint8_t flag = 0;
     slow.slowdown = 2.5;
-    fake_cpu = 0;
-    mock_init(&m, 1, RANKS);
-    m.remote_f64 = remote;
-    assert_int_equal(selsync_comm_virtual(mock_as_comm(&m), &slow, cpu, &vc, err, sizeof err), SELSYNC_OK);
+    virtual_rank_1(&m, remote, &slow, &vc);
     selsync_virtual_hold(&vc, 0);
     fake_cpu = 2.0;
     assert_true(clock_of(&vc).compute == 5.0);
@@ -342,10 +349,7 @@ static void a_pausing_rank_is_late_to_the_next_collective(void **state)
     uint8_t flag = 0;
     jit.jitter_p = 1;
     jit.jitter_t = 0.5;
-    fake_cpu = 0;
-    mock_init(&m, 1, RANKS);
-    m.remote_f64 = remote;
-    assert_int_equal(selsync_comm_virtual(mock_as_comm(&m), &jit, cpu, &vc, err, sizeof err), SELSYNC_OK);
+    virtual_rank_1(&m, remote, &jit, &vc);
     vc.ops->step_begins(vc.ctx, 0); /* held: no pause */
     assert_true(clock_of(&vc).now == 0 && clock_of(&vc).pauses == 0);
     selsync_virtual_hold(&vc, 0);
