@@ -6,7 +6,7 @@ seeds. Resumable: a run whose results are there is not run again.
 
 Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
            [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
-           [--bandwidth RATE] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J] [--quick] [--results DIR]
+           [--bandwidth RATE] [--stragglers SPEC] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J] [--quick] [--results DIR]
 
 Each (seed, method) is one scripts/compare-methods.py --virtual run (each
 rank a machine of its own on the modelled network, whatever the cores here)
@@ -72,6 +72,8 @@ def options():
     ap.add_argument("--eval-images", type=int, default=10000,
                     help="held-out images of every evaluation (default 10000: all of Fashion-MNIST's test set)")
     ap.add_argument("--bandwidth", default="1gbit")
+    ap.add_argument("--stragglers", default="", metavar="SPEC",
+                    help="compare-methods' --stragglers: slow=R:F[+R:F...] and/or jitter=P:TIME (drawn from each seed)")
     ap.add_argument("--lr-rule", choices=("cfg", "linear"), default="cfg",
                     help="compare-methods' learning-rate rule (linear: the cfg's rate times the ranks)")
     ap.add_argument("--det-cfg", help="the detector's cfg of the det suite (default cfg/fmnist-det.cfg; "
@@ -109,6 +111,7 @@ def run_one(a, seed, method, folder):
                                        "--det-steps", str(a.steps)]
     cmd += ["--det-cfg", a.det_cfg] if a.det_cfg else []
     cmd += ["--lr-rule", a.lr_rule]
+    cmd += ["--stragglers", a.stragglers] if a.stragglers else []
     log = os.path.join(folder, "compare.log")
     with open(log, "w") as f:
         if subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT):
@@ -213,10 +216,11 @@ def main():
                      % (s["method"], s["n"], s["final"], s["sd"], vs, s["mb"], s["time"], 100 * s["synced"]))
     plot(out, stats)
     with open(os.path.join(out, "frontier.md"), "w") as f:
-        f.write("# Frontier: %s, %d ranks, virtual time at %s\n\nseeds %s; `%s`\n\n%s\n\n"
+        f.write("# Frontier: %s, %d ranks, virtual time at %s%s\n\nseeds %s; `%s`\n\n%s\n\n"
                 "vs BSP's mean: the difference of the means, \"inside the spread\" when it is no larger than the "
                 "larger of the two standard deviations. Plot: frontier.png. Every run: frontier.tsv.\n"
-                % (a.suite, a.ranks, a.bandwidth, ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines)))
+                % (a.suite, a.ranks, a.bandwidth, ", stragglers " + a.stragglers if a.stragglers else "",
+                   ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines)))
     print("\n".join(lines), flush=True)
     print("frontier: written %s" % os.path.join(out, "frontier.md"), flush=True)
 

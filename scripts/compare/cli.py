@@ -62,6 +62,10 @@ def options(argv):
     p.add_argument("--virtual", action="store_true",
                    help="virtual time (SELSYNC_VIRTUAL): the ranks share the cores, one thread each, and every "
                    "time is what --ranks machines on --bandwidth links with --latency would see; any rank count")
+    p.add_argument("--stragglers", metavar="SPEC", default="",
+                   help="with --virtual: stragglers in SELSYNC_VIRTUAL's terms, slow=R:F[+R:F...] (rank R computes "
+                        "F times slower) and/or jitter=P:TIME[:SEED] (every rank pauses TIME at the start of a step "
+                        "with probability P; SEED defaults to --seed), comma-separated")
     p.add_argument("--emulated-clock", metavar="SPEC", default="",
                    help="on emulated hosts: every rank also keeps a virtual clock on the network SPEC "
                    "(SELSYNC_VIRTUAL's form, e.g. bandwidth=944Mbit,latency=33us) with its computation in wall "
@@ -111,6 +115,16 @@ def options(argv):
         p.error("--classes-per-rank must be 1..10")
     a.bandwidth, a.bandwidth_bytes = a.bandwidth
     a.virtual_spec = "bandwidth=%sMbit,latency=%sus" % (plain(a.bandwidth_bytes * 8 / 1e6), plain(a.latency * 1e6))
+    if a.stragglers:
+        if not a.virtual:
+            p.error("--stragglers goes with --virtual")
+        parts = a.stragglers.split(",")
+        if any(not (x.startswith("slow=") or x.startswith("jitter=")) for x in parts):
+            p.error("--stragglers %s: expected slow=R:F[+R:F...] and/or jitter=P:TIME[:SEED], comma-separated"
+                    % a.stragglers)
+        # the jitter's draws follow the run's seed unless the spec names one
+        parts = [x + ":%d" % a.seed if x.startswith("jitter=") and x.count(":") == 1 else x for x in parts]
+        a.virtual_spec += "," + ",".join(parts)
     if a.virtual:
         a.shm_methods = []
     if a.emulated_clock and (a.virtual or a.no_emulation):

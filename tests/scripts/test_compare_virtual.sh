@@ -11,6 +11,9 @@
 #    time is at least its bytes over 125e6 bytes/s, and its communication
 #    is not zero; local SGD communicates once, in its final average (BSP
 #    in each of the 4 steps too), and its time counts that average;
+#  - --stragglers jitter=1:1s: the table's header names the jitter with the
+#    run's seed, and BSP's training time is at least the 4 steps' pauses;
+#    --stragglers without --virtual, or with another part, is refused;
 #  - --settings-net wide trains the skewed setting with injection on the
 #    wide network: its table says so and BSP sends the wide network's bytes.
 set -u
@@ -51,6 +54,21 @@ check "wide BSP: communication $c s is not zero" 'awk -v c="$c" "BEGIN { exit !(
 lc=$(field wide local comm_s) lt=$(field wide local training_s)
 check "wide local SGD: communication $lc s, under a third of BSP's, and within its training time $lt s" \
     'awk -v c="$lc" -v b="$c" -v t="$lt" "BEGIN { exit !(c > 0 && c < b / 3 && c < t) }"'
+
+timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 2 --suites iid --methods bsp \
+    --seed 5 --stragglers jitter=1:1s --results "$work/jitter" >"$work/jitter.txt" 2>&1
+rc=$?
+check "--stragglers jitter=1:1s exits 0" '[ $rc -eq 0 ]'
+set -- "$work"/jitter/*-2ranks-virtual-1gbit-4steps-quick
+jout=$1 tsv=$1/summary.tsv
+check "--stragglers: the header names the jitter with the run's seed" \
+    'grep -q "SELSYNC_VIRTUAL=bandwidth=1000Mbit,latency=50us,jitter=1:1s:5" "$jout/comparison.md"'
+jt=$(field iid bsp training_s)
+check "--stragglers jitter=1:1s: BSP's 4 steps take at least 4 s ($jt s)" 'awk -v t="$jt" "BEGIN { exit !(t >= 4) }"'
+python3 "$src/scripts/compare-methods.py" --quick --stragglers slow=1:2 --results "$work/no" >"$work/no.txt" 2>&1
+check "--stragglers without --virtual: refused" '[ $? -ne 0 ] && grep -q "stragglers goes with --virtual" "$work/no.txt"'
+python3 "$src/scripts/compare-methods.py" --quick --virtual --stragglers bandwidth=1Mbit --results "$work/no" >"$work/no2.txt" 2>&1
+check "--stragglers with another part: refused" '[ $? -ne 0 ] && grep -q "expected slow=R:F" "$work/no2.txt"'
 
 timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 4 --suites label-inject \
     --settings-net wide --methods bsp --results "$work/wide-settings" >"$work/wide-settings.txt" 2>&1
