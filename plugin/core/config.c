@@ -25,6 +25,7 @@ static const char *const granularity_names[] = {"model", "layer"};
 static const char *const aggregate_names[] = {"params", "grads"};
 static const char *const nonfinite_names[] = {"stop", "skip"};
 static const char *const sync_until_names[] = {"none", "decay", "burn_in"};
+static const char *const agree_names[] = {"any", "mean"};
 static const char *const partition_names[] = {"iid", "seldp", "label", "dirichlet"};
 
 static const char *const key_names[SELSYNC_KEY_COUNT] = {
@@ -201,6 +202,14 @@ static const char *p_sync_until(selsync_config *c, const char *v)
     return e;
 }
 
+static const char *p_agree(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, agree_names, 2, &i);
+    if (!e) c->agree = (selsync_agree_rule)i;
+    return e;
+}
+
 static const char *p_granularity(selsync_config *c, const char *v)
 {
     int i;
@@ -300,6 +309,7 @@ static const struct key_info {
     [SELSYNC_KEY_TARGET_SYNC] = {p_target_sync, SELSYNC_ONLY, "a real number in [0,1] (0 = a fixed delta)"},
     [SELSYNC_KEY_QSR_ALPHA] = {p_qsr_alpha, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
     [SELSYNC_KEY_SYNC_UNTIL] = {p_sync_until, SELSYNC_ONLY, "none, decay, burn_in"},
+    [SELSYNC_KEY_AGREE] = {p_agree, SELSYNC_ONLY, "any, mean"},
     [SELSYNC_KEY_DRIFT] = {p_drift, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
     [SELSYNC_KEY_OUTER_MOMENTUM] = {p_outer_momentum, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG),
                                     "a real number in [0,0.999] (0 = off)"},
@@ -350,6 +360,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->chart_every = 100;
     cfg->bn_recalibrate = SELSYNC_BN_RECALIBRATE_DEFAULT;
     cfg->outer_lr = 1;
+    cfg->agree = SELSYNC_AGREE_DEFAULT;
     cfg->drift = -1; /* = SELSYNC_DRIFT_DEFAULT with selsync and aggregate = params, else 0 */
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
@@ -602,6 +613,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->agree != SELSYNC_AGREE_DEFAULT) PUT(" agree=%s", agree_names[c->agree]);
     if (selsync_config_drift(c)) PUT(" drift=%g", c->drift);
     if (selsync_config_outer(c)) PUT(" outer_momentum=%g outer_lr=%g", c->outer_momentum, c->outer_lr);
     if (c->method == SELSYNC_METHOD_FEDAVG)

@@ -145,6 +145,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->prev = calloc(e->n_track, sizeof *e->prev);
     e->active = calloc(e->n_groups, 1);
     e->flags = calloc(e->n_groups + 1, 1); /* + 1: the non-finite flag */
+    e->change = calloc(e->n_groups, sizeof *e->change);
     e->chosen = calloc(e->n_layers, 1);
     e->payload = calloc(e->n_layers, 1);
     e->perm = calloc((size_t)world, sizeof *e->perm);
@@ -160,9 +161,11 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if ((selsync_config_drift(cfg) || selsync_config_outer(cfg)) &&
         !(e->anchor = malloc((n_trained + 1) * sizeof *e->anchor)))
         goto nomem;
-    if (selsync_config_drift(cfg) && !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64))) goto nomem;
+    if ((selsync_config_drift(cfg) || (cfg->method == SELSYNC_METHOD_SELSYNC && cfg->agree == SELSYNC_AGREE_MEAN)) &&
+        !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
+        goto nomem;
     if (selsync_config_outer(cfg) && !(e->outer_u = calloc(n_trained + 1, sizeof *e->outer_u))) goto nomem;
-    if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->chosen || !e->payload ||
+    if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->change || !e->chosen || !e->payload ||
         !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
         goto nomem;
@@ -207,6 +210,7 @@ void selsync_engine_destroy(selsync_engine *e)
     free(e->prev);
     free(e->active);
     free(e->flags);
+    free(e->change);
     free(e->chosen);
     free(e->payload);
     free(e->perm);

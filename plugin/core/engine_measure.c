@@ -114,11 +114,12 @@ int engine_measure(selsync_engine *e)
         e->cur.smoothed = e->prev[whole];
         e->cur.change = NAN;
         memset(e->flags, 0, e->n_groups);
+        memset(e->change, 0, e->n_groups * sizeof *e->change);
         return 1 + params_bad;
     }
     for (size_t k = 0; k < e->n_track; k++) {
         double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;
-        if (k < e->n_groups && !e->active[k]) { e->flags[k] = 0; continue; }
+        if (k < e->n_groups && !e->active[k]) { e->flags[k] = 0; e->change[k] = 0; continue; }
         ring[slot] = e->sq[k];
         for (size_t i = 0; i < m && wt > 0; i++, wt *= e->keep) { /* wt > 0: no 0 * inf */
             num += wt * ring[(slot + w - i) % w];
@@ -129,6 +130,7 @@ int engine_measure(selsync_engine *e)
                      ? INFINITY : fabs(s - e->prev[k]) / fabs(e->prev[k]);
         e->prev[k] = s;
         if (k < e->n_groups) {
+            e->change[k] = change;
             e->flags[k] = change >= e->delta;
             e->cur.local_flag |= e->flags[k];
         }

@@ -11,7 +11,9 @@
  * outer step from the anchor, the params after the previous average
  * (outer_step).
  *
- * With drift > 0 the agreement is one sum_f64 instead: the flags, the
+ * With agree = mean a group synchronises when the ranks' mean Delta
+ * reaches delta instead: one sum_f64 carries the Delta. With drift > 0
+ * the agreement is one sum_f64 as well: the flags, the
  * non-finite flag and this rank's drift D_i = ||x_i - a_i||^2 / ||a_i||^2
  * (x_i: its trained params; a_i: the same right after the last average it
  * applied, the consensus); a flag counts when its sum is > 0, and every
@@ -114,16 +116,21 @@ static double drift_of(const selsync_engine *e)
 }
 
 /* The agreement of a selsync step after warm-up, over n flags (the groups',
- * then the non-finite one): any, or with drift one sum_f64 that also
- * averages the ranks' drift into e->cur.drift (top comment). */
+ * then the non-finite one): any, or one sum_f64 that carries the groups'
+ * Delta (agree = mean; a group counts when their mean >= delta) or flags
+ * (a flag counts when its sum is > 0), the non-finite flag and, with drift,
+ * this rank's drift, averaged into e->cur.drift (top comment). */
 static selsync_status agree(selsync_engine *e, size_t n)
 {
     if (!e->agree64) return e->comm.ops->any(e->comm.ctx, e->flags, n);
-    for (size_t i = 0; i < n; i++) e->agree64[i] = e->flags[i];
-    e->agree64[n] = drift_of(e);
+    int mean = e->cfg.agree == SELSYNC_AGREE_MEAN;
+    size_t groups = mean ? e->n_groups : 0;
+    for (size_t i = 0; i < n; i++) e->agree64[i] = i < groups ? e->change[i] : e->flags[i];
+    e->agree64[n] = selsync_config_drift(&e->cfg) ? drift_of(e) : 0;
     selsync_status st = e->comm.ops->sum_f64(e->comm.ctx, e->agree64, n + 1);
     if (st != SELSYNC_OK) return st;
-    for (size_t i = 0; i < n; i++) e->flags[i] = e->agree64[i] > 0;
+    for (size_t i = 0; i < n; i++)
+        e->flags[i] = i < groups ? e->agree64[i] / e->world >= e->delta : e->agree64[i] > 0;
     e->cur.drift = e->agree64[n] / e->world;
     return SELSYNC_OK;
 }

@@ -24,6 +24,7 @@ struct selsync_engine {
     double *sq, *prev;           /* per tracker: this step's norm, previous s */
     uint8_t *active;             /* per group: has a trained tensor */
     uint8_t *flags;              /* per group: significant (agreed after any) */
+    double *change;              /* per group: this step's Delta (0 when inactive or not finite) */
     uint8_t *chosen;             /* per layer: synchronise this step */
     uint8_t *payload;            /* per layer: has something to transfer */
     int *perm;                   /* fedavg draw, world entries */
@@ -71,7 +72,7 @@ struct selsync_engine {
     float *anchor;               /* drift, outer step: the trained params after the last average applied
                                     (snap_off's layout) */
     float *outer_u;              /* outer step: its momentum, the same layout */
-    double *agree64;             /* drift: the agreement's sum, n_groups + 2 entries */
+    double *agree64;             /* drift or agree = mean: the agreement's sum, n_groups + 2 entries */
     selsync_totals tot;
     selsync_ssp_worker *ssp;     /* method ssp on a worker */
     int ssp_server, served;      /* method ssp on rank 0; selsync_engine_serve ran */

@@ -12,6 +12,10 @@ from .common import CLUSTER, clock, fail, write
 from .data import base_cfg, run_cfg
 from .metrics import collect
 
+# the paper's rule alone: a layer synchronises when its change reaches delta on any rank
+PAPER = {"drift": 0, "agree": "any"}
+
+
 def methods(steps, extra=False):
     """(key, label, [selsync] settings) of every method, for a step budget;
     extra: also the frontier's (scripts/frontier.py), run only when named."""
@@ -30,41 +34,47 @@ def methods(steps, extra=False):
            ("local", "local SGD", {"method": "local"})]
     # the keys with a delta are the paper's rule alone (drift = 0)
     for d in ("0.05", "0.1"):  # the rest of the paper's sweep of delta
-        out.append(("selsync-%s" % d, "SelSync δ=%s" % d, {"method": "selsync", "delta": d, "drift": 0}))
+        out.append(("selsync-%s" % d, "SelSync δ=%s" % d, {"method": "selsync", "delta": d, **PAPER}))
     # beyond the paper: a bound on local steps in a row, and delta adapted to a share of synchronised steps
     g = max(2, steps // 10)
     out.append(("selsync-0.3-max%d" % g, "SelSync δ=0.3, at most %d local steps in a row" % g,
-                {"method": "selsync", "delta": "0.3", "max_local": g, "drift": 0}))
+                {"method": "selsync", "delta": "0.3", "max_local": g, **PAPER}))
     out.append(("selsync-target-0.1", "SelSync, δ adapted to 10 % synchronised steps",
-                {"method": "selsync", "delta": "0.3", "target_sync": "0.1", "drift": 0}))
+                {"method": "selsync", "delta": "0.3", "target_sync": "0.1", **PAPER}))
     for gran in ("model", "layer"):
         for d in ("0.3", "0.5"):
             key = "selsync-%s%s" % (d, "-layer" if gran == "layer" else "")
             label = "SelSync δ=%s%s" % (d, ", per layer" if gran == "layer" else "")
-            out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran, "drift": 0}))
+            out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran, **PAPER}))
     if extra:
         out.append(("selsync", "SelSync, defaults (δ=0.3, drift 1e-4)", {"method": "selsync"}))
+        for rule in ("any", "mean"):  # the defaults with each agreement on Δ
+            out.append(("selsync-%s" % rule, "SelSync, defaults, Δ agreed by its %s" % ("ranks' mean" if rule == "mean" else "any rank"),
+                        {"method": "selsync", "agree": rule}))
+        for d in ("3e-4", "1e-3"):  # the mean rule with a higher drift threshold
+            out.append(("selsync-mean-drift-%s" % d, "SelSync, Δ's mean, drift rule at %s" % d,
+                        {"method": "selsync", "agree": "mean", "drift": d}))
         for k in (2, 8, 16):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         # post-local SGD: every step synchronises until Darknet's burn_in ends
         out.append(("selsync-postlocal", "SelSync, defaults, every step synchronised until burn_in ends",
                     {"method": "selsync", "sync_until": "burn_in"}))
         out.append(("selsync-qsr", "SelSync δ=0.3, quadratic rule from 4 local steps in a row",
-                    {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1, "drift": 0}))
+                    {"method": "selsync", "delta": "0.3", "max_local": 4, "qsr_alpha": 0.1, **PAPER}))
         # SlowMo's outer momentum on each average (beta 0.5, alpha 1)
         out.append(("fedavg-4-outer", "FedAvg every 4, outer momentum 0.5",
                     {"method": "fedavg", "fedavg_interval": 4, "outer_momentum": 0.5}))
         out.append(("selsync-0.3-outer", "SelSync δ=0.3, outer momentum 0.5",
-                    {"method": "selsync", "delta": "0.3", "outer_momentum": 0.5, "drift": 0}))
+                    {"method": "selsync", "delta": "0.3", "outer_momentum": 0.5, **PAPER}))
         for d in ("1e-4", "3e-4"):  # delta 0.3 with the drift rule
             out.append(("selsync-0.3-drift-%s" % d, "SelSync δ=0.3 with the drift rule at %s" % d,
-                        {"method": "selsync", "delta": "0.3", "drift": d}))
+                        {"method": "selsync", "delta": "0.3", "drift": d, "agree": "any"}))
         for d in ("1e-4", "3e-4", "1e-3"):  # the drift rule alone (delta never fires)
             out.append(("selsync-drift-%s" % d, "SelSync, drift rule at %s (Δ off)" % d,
                         {"method": "selsync", "delta": "1e30", "drift": d}))
         for t in ("0.05", "0.25", "0.5"):
             out.append(("selsync-target-%s" % t, "SelSync, δ adapted to %g %% synchronised steps" % (100 * float(t)),
-                        {"method": "selsync", "delta": "0.3", "target_sync": t, "drift": 0}))
+                        {"method": "selsync", "delta": "0.3", "target_sync": t, **PAPER}))
     seen = set()  # a budget of 16 steps makes fedavg-A Darknet's fedavg-4: once
     return [m for m in out if not (m[0] in seen or seen.add(m[0]))]
 

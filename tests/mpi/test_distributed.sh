@@ -9,7 +9,8 @@
 #  - after every synchronisation all ranks hold bitwise identical parameters,
 #    and decisions are identical on all ranks;
 #  - delta=0 synchronises every step, a huge delta (drift=0) only during warm-up;
-#  - a flag raised on one rank alone makes every rank synchronise;
+#  - a flag raised on one rank alone makes every rank synchronise, and with
+#    agree=mean the ranks' mean change decides instead;
 #  - the drift rule: every rank logs the same (agreed) drift, a step
 #    synchronises exactly when it exceeds the threshold, and the step after
 #    an average measures 0;
@@ -215,6 +216,40 @@ want=$(r=0; while [ $r -lt "$np" ]; do [ $r -eq $spike ] && printf 1 || printf 0
 [ "$(sed -n 13p "$work/spike.d0")" = sync ] && [ "$(sed -n 12p "$work/spike.d0")" = local ] \
     && ok || bad "($np ranks) spike: step 12 not synchronised by the one flag"
 same_hashes "$work/spike" 12 && ok || bad "($np ranks) spike: parameters differ after the synchronised step"
+
+# --- agree=mean: the ranks' mean change decides, not any one rank's flag -------
+# The same spike (its change about 700-2200 on one rank, so the mean is a
+# 1/np share of it): with delta 0.5 the mean rule holds at every step and
+# the spike synchronises; with delta 600 the spike rank's flag is up alone
+# and is outvoted (with agree=any it synchronised above).
+for d in 0.5 600; do
+    cfg 4 0 "delta=$d
+drift=0
+agree=mean
+window=5
+on_nonfinite=skip
+log=$work/mean$d.%r.tsv" >"$work/mean$d.cfg"
+    run "$work/mean$d.cfg" 20 "$work/mean$d" --spike-rank $spike --spike-step 12 || bad "($np ranks) agree=mean, delta $d: run failed"
+    decisions_agree "$work/mean$d" && ok || bad "($np ranks) agree=mean, delta $d: decisions differ between ranks"
+    r=0
+    while [ $r -lt "$np" ]; do
+        column change "$work/mean$d.$r.tsv" >"$work/mean$d.c$r"
+        column local_flag "$work/mean$d.$r.tsv" >"$work/mean$d.f$r"
+        r=$((r + 1))
+    done
+    # per step: the decision, the ranks' mean change (inf as 1e300), whether any flag is up
+    paste "$work/mean$d.d0" "$work/mean$d".c[0-9]* "$work/mean$d".f[0-9]* | awk -v np="$np" '{
+        m = 0; f = 0
+        for (i = 2; i < 2 + np; i++) m += ($i ~ /inf/) ? 1e300 : $i
+        for (; i < 2 + 2 * np; i++) f += $i
+        print $1, m / np, (f > 0) }' >"$work/mean$d.dm"
+    awk -v d="$d" 'NR > 5 && ($2 - d > 1e-6 * d || d - $2 > 1e-6 * d) && (($1 == "sync") != ($2 >= d)) { bad++ } END { exit bad > 0 }' \
+        "$work/mean$d.dm" && ok || bad "($np ranks) agree=mean, delta $d: a step synchronised without the mean change at delta, or not with it: $(tr '\n' '|' <"$work/mean$d.dm")"
+done
+[ "$(sed -n 13p "$work/mean0.5.d0")" = sync ] && ok || bad "($np ranks) agree=mean: the spike at step 12 did not synchronise with delta 0.5"
+[ "$(sed -n 13p "$work/mean600.dm" | cut -d' ' -f1,3)" = "local 1" ] \
+    && ok || bad "($np ranks) agree=mean: with delta 600 the spike rank's flag was not outvoted at step 12: $(sed -n 13p "$work/mean600.dm")"
+grep -q " agree=mean drift=\| agree=mean aggregate=" "$work/log" && ok || bad "($np ranks) agree=mean not described"
 
 # --- local SGD drifts and ends with one average ------------------------------
 cfg 4 1 "method=local

@@ -336,7 +336,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, drift, outer_momentum, outer_lr, aggregate, overlap, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, agree, drift, outer_momentum, outer_lr, aggregate, overlap, "
                                 "bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
@@ -729,6 +729,40 @@ static void test_sync_until_key(void **state)
     assert_int_equal(set(f, "sync_until", "decay", 3), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
     assert_contains(f->err, ":3: [selsync] sync_until = 'decay': does not apply to method = bsp");
+}
+
+/* agree: any or mean, selsync only; by default SELSYNC_AGREE_DEFAULT, and
+ * the description names the other one when it is set. */
+static void test_agree_key(void **state)
+{
+    fixture *f = *state;
+    const char *other = SELSYNC_AGREE_DEFAULT == SELSYNC_AGREE_ANY ? "mean" : "any";
+    char shown[32];
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.agree, SELSYNC_AGREE_DEFAULT);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_null(strstr(f->err, " agree="));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "agree", "mean", 2), SELSYNC_OK);
+    assert_int_equal(f->cfg.agree, SELSYNC_AGREE_MEAN);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "agree", "any", 3), SELSYNC_OK);
+    assert_int_equal(f->cfg.agree, SELSYNC_AGREE_ANY);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "agree", other, 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    snprintf(shown, sizeof shown, " agree=%s drift=", other);
+    assert_contains(f->err, shown);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "agree", "median", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] agree = 'median'");
+    assert_contains(f->err, "any, mean");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "agree", "mean", 5), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":5: [selsync] agree = 'mean': does not apply to method = fedavg");
 }
 
 /* drift: a real number in [0, 1e6], selsync only, with aggregate = params
@@ -1173,6 +1207,7 @@ int main(void)
         T(test_target_sync_needs_a_delta),
         T(test_qsr_alpha_key),
         T(test_sync_until_key),
+        T(test_agree_key),
         T(test_drift_key),
         T(test_outer_keys),
         T(test_overlap_keys),

@@ -585,6 +585,43 @@ static void test_drift_is_the_ranks_mean(void **state)
     assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
 }
 
+/* agree = mean: a step synchronises when the ranks' mean Delta reaches
+ * delta, agreed in one sum_f64 (the other rank's Delta in remote[0]). With
+ * smoothing 1 this rank's Delta is |S - S'| / S' of its squared gradient
+ * norms; grads scaled by sqrt(1.4) give 0.4, which any rank's flag would
+ * synchronise on and the mean with a rank at 0 does not. */
+static void test_agree_mean(void **state)
+{
+    fx *f = *state;
+    double remote[2] = {0, 0}; /* the other rank: its Delta, its drift */
+    static const struct { float grad; double other, own; int sync; } steps[] = {
+        {1.0f, 0.61, 0, 1},        /* mean 0.305 */
+        {1.0f, 0.59, 0, 0},        /* mean 0.295: any would synchronise */
+        {1.1832160f, 0, 0.4, 0},   /* mean 0.2 although this rank's flag is up */
+        {1.0f, 0.35, 0.4 / 1.4, 1}, /* mean 0.318 although this rank's flag is down */
+        {1.0f, INFINITY, 0, 1},
+    };
+    f->mock.remote_scale = 1;
+    f->mock.remote_f64 = remote;
+    f->cfg.warmup = 1;
+    f->cfg.smoothing = 1;
+    f->cfg.delta = 0.3;
+    f->cfg.agree = SELSYNC_AGREE_MEAN;
+    make(f);
+    step(f); /* warm-up */
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        set_grads(steps[i].grad);
+        remote[0] = steps[i].other;
+        const selsync_step *s = step(f);
+        assert_close(s->change, steps[i].own, 1e-5);
+        assert_int_equal(s->local_flag, steps[i].own >= 0.3);
+        if (s->decision != (steps[i].sync ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP))
+            fail_msg("step %zu: %s", i + 1, selsync_decision_name(s->decision));
+    }
+    assert_int_equal(f->mock.f64_calls, 5);
+    assert_int_equal(f->mock.any_calls, 0);
+}
+
 /* The outer step on every average (outer_momentum beta, outer_lr alpha):
  * the other rank holds 3x this one's params, so each average is x_avg =
  * 2x and, with the anchor a (the params after the previous average),
@@ -1865,6 +1902,7 @@ int main(void)
         T(test_qsr_bound_survives_a_restore),
         T(test_drift_rule),
         T(test_drift_is_the_ranks_mean),
+        T(test_agree_mean),
         T(test_outer_step),
         T(test_policy_arrays_survive_a_restore),
         T(test_sync_until),

@@ -39,6 +39,12 @@ typedef enum selsync_sync_until {
     SELSYNC_SYNC_UNTIL_BURN_IN   /* the learning rate stops rising (Darknet's burn_in ends) */
 } selsync_sync_until;
 
+/* How the ranks' changes decide a group after the warm-up (selsync). */
+typedef enum selsync_agree_rule {
+    SELSYNC_AGREE_ANY = 0,       /* the paper: it synchronises when Delta >= delta on any rank */
+    SELSYNC_AGREE_MEAN           /* when the ranks' mean Delta >= delta */
+} selsync_agree_rule;
+
 typedef enum selsync_nonfinite {
     SELSYNC_NONFINITE_STOP = 0,  /* end the job, naming the step and rank */
     SELSYNC_NONFINITE_SKIP       /* no rank synchronises that step */
@@ -63,6 +69,7 @@ typedef enum selsync_partition {
     X(TARGET_SYNC, "target_sync")         \
     X(QSR_ALPHA, "qsr_alpha")             \
     X(SYNC_UNTIL, "sync_until")           \
+    X(AGREE, "agree")                     \
     X(DRIFT, "drift")                     \
     X(OUTER_MOMENTUM, "outer_momentum")   \
     X(OUTER_LR, "outer_lr")               \
@@ -100,6 +107,9 @@ typedef enum selsync_config_key {
  * from the last one (docs/paper.md, "Defaults"). */
 #define SELSYNC_DRIFT_DEFAULT 1e-4
 
+/* agree's default (docs/paper.md, "Defaults"). */
+#define SELSYNC_AGREE_DEFAULT SELSYNC_AGREE_ANY
+
 typedef struct selsync_config {
     selsync_method method;
     double delta;                  /* significance threshold, >= 0 */
@@ -111,6 +121,7 @@ typedef struct selsync_config {
     double target_sync;            /* share of steps to synchronise, delta adapting; 0 = fixed delta */
     double qsr_alpha;              /* > 0: max_local grows to floor((qsr_alpha / lr)^2) as lr decays */
     selsync_sync_until sync_until; /* post-local SGD: every step synchronises until then */
+    selsync_agree_rule agree;      /* any rank's Delta, or the ranks' mean */
     double drift;                  /* > 0: a step synchronises when the ranks' mean relative squared
                                       distance from the last average exceeds it; 0 = off; < 0 unset
                                       (selsync_config_finish: SELSYNC_DRIFT_DEFAULT where it applies) */
