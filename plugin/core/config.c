@@ -607,13 +607,13 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (!buf || len == 0) return;
     PUT("%s:%d: method=%s", c->file, c->section_line, selsync_method_name(c->method));
     if (c->method == SELSYNC_METHOD_SELSYNC)
-        PUT(" delta=%g window=%d smoothing=%g warmup=%d granularity=%s", c->delta, c->window,
-            selsync_config_smoothing(c, world), c->warmup, c->granularity == SELSYNC_GRANULARITY_LAYER ? "layer" : "model");
+        PUT(" delta=%g window=%d smoothing=%g warmup=%d granularity=%s agree=%s", c->delta, c->window,
+            selsync_config_smoothing(c, world), c->warmup, c->granularity == SELSYNC_GRANULARITY_LAYER ? "layer" : "model",
+            agree_names[c->agree]);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->max_local) PUT(" max_local=%d", c->max_local);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
-    if (c->method == SELSYNC_METHOD_SELSYNC && c->agree != SELSYNC_AGREE_DEFAULT) PUT(" agree=%s", agree_names[c->agree]);
     if (selsync_config_drift(c)) PUT(" drift=%g", c->drift);
     if (selsync_config_outer(c)) PUT(" outer_momentum=%g outer_lr=%g", c->outer_momentum, c->outer_lr);
     if (c->method == SELSYNC_METHOD_FEDAVG)

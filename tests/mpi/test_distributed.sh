@@ -205,6 +205,7 @@ grep -q " drift=0.008 aggregate=params" "$work/log" && ok || bad "($np ranks) dr
 spike=$((np - 1))
 cfg 4 0 "delta=20
 drift=0
+agree=any
 window=5
 on_nonfinite=skip
 log=$work/spike.%r.tsv" >"$work/spike.cfg"
@@ -249,7 +250,7 @@ done
 [ "$(sed -n 13p "$work/mean0.5.d0")" = sync ] && ok || bad "($np ranks) agree=mean: the spike at step 12 did not synchronise with delta 0.5"
 [ "$(sed -n 13p "$work/mean600.dm" | cut -d' ' -f1,3)" = "local 1" ] \
     && ok || bad "($np ranks) agree=mean: with delta 600 the spike rank's flag was not outvoted at step 12: $(sed -n 13p "$work/mean600.dm")"
-grep -q " agree=mean drift=\| agree=mean aggregate=" "$work/log" && ok || bad "($np ranks) agree=mean not described"
+grep -q " granularity=model agree=mean aggregate=" "$work/log" && ok || bad "($np ranks) agree=mean not described"
 
 # --- local SGD drifts and ends with one average ------------------------------
 cfg 4 1 "method=local

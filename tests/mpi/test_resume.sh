@@ -84,7 +84,8 @@ target_sync=0.5" ;;
             || bad "max_local: decisions $d" ;;
     target_sync)
         n=$(column delta "$w/whole/m0.tsv" | sort -u | wc -l)
-        [ "$n" -ge 3 ] && ok || bad "target_sync: delta took $n values in 12 steps (it does not adapt)" ;;
+        # (one value: delta never moved; it may alternate between two)
+        [ "$n" -ge 2 ] && ok || bad "target_sync: delta took $n value in 12 steps (it does not adapt)" ;;
     esac
 done
 # a checkpoint from 2 ranks refuses 3, on every rank, without hanging

@@ -662,7 +662,7 @@ static void test_guard_and_target_keys(void **state)
     assert_int_equal(f->cfg.max_local, 50);
     assert_true(f->cfg.target_sync == 0.1);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " granularity=model max_local=50 target_sync=0.1 drift=0.0001 aggregate=params");
+    assert_contains(f->err, " granularity=model agree=mean max_local=50 target_sync=0.1 drift=0.0001 aggregate=params");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "max_local", "-1", 5), SELSYNC_ECONFIG);
     assert_int_equal(set(f, "target_sync", "1.5", 6), SELSYNC_ECONFIG);
@@ -707,6 +707,26 @@ static void test_qsr_alpha_key(void **state)
     assert_contains(f->err, ":3: [selsync] qsr_alpha = '0.5': does not apply to method = fedavg");
 }
 
+/* A word-valued key: the word `bad` refused at line 4 with the allowed
+ * words listed, and `good` refused at line 3 under `method` (line 2), for
+ * which the key does not apply. */
+static void word_key_refusals(fixture *f, const char *key, const char *bad, const char *allowed,
+                              const char *good, const char *method)
+{
+    char want[160];
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, key, bad, 4), SELSYNC_ECONFIG);
+    snprintf(want, sizeof want, "cfg/x.cfg:4: [selsync] %s = '%s'", key, bad);
+    assert_contains(f->err, want);
+    assert_contains(f->err, allowed);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", method, 2), SELSYNC_OK);
+    assert_int_equal(set(f, key, good, 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    snprintf(want, sizeof want, ":3: [selsync] %s = '%s': does not apply to method = %s", key, good, method);
+    assert_contains(f->err, want);
+}
+
 /* sync_until: none (default), decay, burn_in; selsync only. */
 static void test_sync_until_key(void **state)
 {
@@ -720,49 +740,29 @@ static void test_sync_until_key(void **state)
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "sync_until", "decay", 3), SELSYNC_OK);
     assert_int_equal(f->cfg.sync_until, SELSYNC_SYNC_UNTIL_DECAY);
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "sync_until", "warmup", 4), SELSYNC_ECONFIG);
-    assert_contains(f->err, "cfg/x.cfg:4: [selsync] sync_until = 'warmup'");
-    assert_contains(f->err, "none, decay, burn_in");
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
-    assert_int_equal(set(f, "sync_until", "decay", 3), SELSYNC_OK);
-    assert_int_equal(finish(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, ":3: [selsync] sync_until = 'decay': does not apply to method = bsp");
+    word_key_refusals(f, "sync_until", "warmup", "none, decay, burn_in", "decay", "bsp");
 }
 
-/* agree: any or mean, selsync only; by default SELSYNC_AGREE_DEFAULT, and
- * the description names the other one when it is set. */
+/* agree: any or mean, selsync only; by default SELSYNC_AGREE_DEFAULT (mean),
+ * and the description names it after granularity. */
 static void test_agree_key(void **state)
 {
     fixture *f = *state;
-    const char *other = SELSYNC_AGREE_DEFAULT == SELSYNC_AGREE_ANY ? "mean" : "any";
-    char shown[32];
     assert_int_equal(finish(f), SELSYNC_OK);
-    assert_int_equal(f->cfg.agree, SELSYNC_AGREE_DEFAULT);
-    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_null(strstr(f->err, " agree="));
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "agree", "mean", 2), SELSYNC_OK);
     assert_int_equal(f->cfg.agree, SELSYNC_AGREE_MEAN);
+    assert_int_equal(SELSYNC_AGREE_DEFAULT, SELSYNC_AGREE_MEAN);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " granularity=model agree=mean drift=");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "agree", "any", 3), SELSYNC_OK);
     assert_int_equal(f->cfg.agree, SELSYNC_AGREE_ANY);
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "agree", other, 3), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_OK);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    snprintf(shown, sizeof shown, " agree=%s drift=", other);
-    assert_contains(f->err, shown);
+    assert_contains(f->err, " granularity=model agree=any drift=");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "agree", "median", 4), SELSYNC_ECONFIG);
-    assert_contains(f->err, "cfg/x.cfg:4: [selsync] agree = 'median'");
-    assert_contains(f->err, "any, mean");
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
-    assert_int_equal(set(f, "agree", "mean", 5), SELSYNC_OK);
-    assert_int_equal(finish(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, ":5: [selsync] agree = 'mean': does not apply to method = fedavg");
+    assert_int_equal(set(f, "agree", "mean", 2), SELSYNC_OK);
+    assert_int_equal(f->cfg.agree, SELSYNC_AGREE_MEAN);
+    word_key_refusals(f, "agree", "median", "any, mean", "mean", "fedavg");
 }
 
 /* drift: a real number in [0, 1e6], selsync only, with aggregate = params

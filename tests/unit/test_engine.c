@@ -56,7 +56,8 @@ static int setup(void **state)
     }
     f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
-    f->cfg.drift = 0; /* the tests of other rules count any's calls; the drift rule's set it */
+    f->cfg.drift = 0; /* the tests of other rules count any's calls (the paper's agreement); */
+    f->cfg.agree = SELSYNC_AGREE_ANY; /* the drift rule's and agree = mean's set theirs */
     mock_init(&f->mock, 0, 2);
     f->comm = mock_as_comm(&f->mock);
     *state = f;
@@ -507,6 +508,7 @@ static void restart(fx *f, int async, float remote_scale)
     f->comm = mock_as_comm(&f->mock);
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.drift = 0;
+    f->cfg.agree = SELSYNC_AGREE_ANY;
 }
 
 /* The drift rule, each rank as every other (the mock's sum_f64 multiplies

@@ -108,7 +108,7 @@ typedef enum selsync_config_key {
 #define SELSYNC_DRIFT_DEFAULT 1e-4
 
 /* agree's default (docs/paper.md, "Defaults"). */
-#define SELSYNC_AGREE_DEFAULT SELSYNC_AGREE_ANY
+#define SELSYNC_AGREE_DEFAULT SELSYNC_AGREE_MEAN
 
 typedef struct selsync_config {
     selsync_method method;
