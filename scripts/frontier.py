@@ -22,10 +22,13 @@ quadratic synchronisation rule (delta 0.3, max_local 4, qsr_alpha 0.1:
 the bound on local steps in a row grows as the rate decays); SelSync on the
 drift rule alone (drift 1e-4, 3e-4, 1e-3; delta never fires); FedAvg every
 4 and SelSync delta 0.3 with SlowMo's outer momentum (0.5); SelSync with its
-defaults (delta 0.3 and the drift rule at 1e-4; every other SelSync key
-here sets drift = 0, the paper's rule alone). Outside the grid,
-selsync-postlocal: the defaults after post-local SGD's synchronised start
-(sync_until=burn_in, for cfgs with a burn_in). The seed sets
+defaults (delta 0.3 on the ranks' mean change and the drift rule at 1e-4;
+every other SelSync key here sets drift = 0 and agree = any, the paper's
+rule alone). Outside the grid, selsync-postlocal: the defaults after
+post-local SGD's synchronised start (sync_until=burn_in, for cfgs with a
+burn_in); selsync-any and selsync-mean: the defaults with each agreement
+on the change; selsync-mean-drift-3e-4 and -1e-3: the same with a higher
+drift threshold. The seed sets
 the data order and partition; every run of a seed starts from the same
 initial weights.
 

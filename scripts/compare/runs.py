@@ -47,7 +47,7 @@ def methods(steps, extra=False):
             label = "SelSync δ=%s%s" % (d, ", per layer" if gran == "layer" else "")
             out.append((key, label, {"method": "selsync", "delta": d, "granularity": gran, **PAPER}))
     if extra:
-        out.append(("selsync", "SelSync, defaults (δ=0.3, drift 1e-4)", {"method": "selsync"}))
+        out.append(("selsync", "SelSync, defaults (δ=0.3 on the ranks' mean Δ, drift 1e-4)", {"method": "selsync"}))
         for rule in ("any", "mean"):  # the defaults with each agreement on Δ
             out.append(("selsync-%s" % rule, "SelSync, defaults, Δ agreed by its %s" % ("ranks' mean" if rule == "mean" else "any rank"),
                         {"method": "selsync", "agree": rule}))
