@@ -41,6 +41,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare.common import seeds_of  # noqa: E402
 from compare.metrics import read_metrics  # noqa: E402  (the modules: scripts/compare/)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,9 +71,8 @@ def options():
                     help="the folder of this benchmark (default results/stragglers); run again, it resumes")
     a = ap.parse_args()
     a.ranks = a.ranks or (2 if a.quick else 16)
-    try:
-        a.seeds = [int(s) for s in (a.seeds or "1").split(",")]
-    except ValueError:
+    a.seeds = seeds_of(a.seeds or "1")
+    if a.seeds is None:
         fail("--seeds takes comma-separated integers, e.g. 1,2,3")
     a.methods = [m for m in (a.methods or ("bsp,selsync" if a.quick else "bsp,ssp-100,fedavg-4,selsync")).split(",") if m]
     a.settings = [s for s in a.settings.split(",") if s]

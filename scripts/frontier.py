@@ -50,7 +50,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare.common import draw_png  # noqa: E402  (the modules: scripts/compare/)
+from compare.common import draw_png, seeds_of  # noqa: E402  (the modules: scripts/compare/)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
@@ -87,9 +87,8 @@ def options():
                     help="the folder of this frontier (default results/frontier); run again, it resumes")
     a = ap.parse_args()
     a.ranks = a.ranks or (2 if a.quick else 16)
-    try:
-        a.seeds = [int(s) for s in (a.seeds or ("1,2" if a.quick else "1,2,3")).split(",")]
-    except ValueError:
+    a.seeds = seeds_of(a.seeds or ("1,2" if a.quick else "1,2,3"))
+    if a.seeds is None:
         fail("--seeds takes comma-separated integers, e.g. 1,2,3")
     a.methods = [m for m in (a.methods or ("bsp,fedavg-2" if a.quick else GRID)).split(",") if m]
     if a.det_cfg and not os.path.isfile(a.det_cfg):

@@ -20,6 +20,15 @@ def fail(msg):
     raise Failure(msg)
 
 
+def seeds_of(text):
+    """The seeds of a comma-separated list such as 1,2,3; None when one is
+    not an integer."""
+    try:
+        return [int(x) for x in text.split(",")]
+    except ValueError:
+        return None
+
+
 def read_list(path):
     with open(path) as f:
         return [line.strip() for line in f if line.strip()]
