@@ -30,7 +30,8 @@ evaluation at or above it; "-" when none), and every rank's waiting (its
 agreement and transfer time, the least and the most over the ranks).
 Written to RESULTS/stragglers.md and stragglers.tsv; printed as well.
 
---quick: 2 ranks, frontier.py's quick budget, methods bsp,selsync, seed 1:
+--quick: 2 ranks, frontier.py's quick budget, methods bsp,ssp-100,selsync,
+seed 1:
 the test of the script, not a measurement.
 """
 import argparse
@@ -63,7 +64,7 @@ def options():
     ap.add_argument("--steps", type=int, default=100, help="steps per run (default 100)")
     ap.add_argument("--batch", type=int, default=32, help="images per rank and step (default 32)")
     ap.add_argument("--seeds", help="comma-separated seeds (default 1)")
-    ap.add_argument("--methods", help="method keys (default bsp,ssp-100,fedavg-4,selsync; quick bsp,selsync)")
+    ap.add_argument("--methods", help="method keys (default bsp,ssp-100,fedavg-4,selsync; quick bsp,ssp-100,selsync)")
     ap.add_argument("--settings", default=",".join(SETTINGS), help="a subset of " + ", ".join(SETTINGS))
     ap.add_argument("--eval-images", type=int, default=2000, help="held-out images per evaluation (default 2000)")
     ap.add_argument("--quick", action="store_true")
@@ -74,7 +75,7 @@ def options():
     a.seeds = seeds_of(a.seeds or "1")
     if a.seeds is None:
         fail("--seeds takes comma-separated integers, e.g. 1,2,3")
-    a.methods = [m for m in (a.methods or ("bsp,selsync" if a.quick else "bsp,ssp-100,fedavg-4,selsync")).split(",") if m]
+    a.methods = [m for m in (a.methods or ("bsp,ssp-100,selsync" if a.quick else "bsp,ssp-100,fedavg-4,selsync")).split(",") if m]
     a.settings = [s for s in a.settings.split(",") if s]
     unknown = [s for s in a.settings if s not in SETTINGS]
     if unknown:

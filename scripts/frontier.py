@@ -202,7 +202,8 @@ def main():
         stats.append({"method": m, "n": len(mine), "final": statistics.mean(finals), "sd": spread(finals),
                       "mb": statistics.mean(float(r["bytes_per_rank"]) for r in mine) / 1e6,
                       "time": statistics.mean(float(r["training_s"]) for r in mine),
-                      "synced": 1 - statistics.mean(float(r["local_fraction"]) for r in mine)})
+                      "synced": None if any(r["local_fraction"] == "" for r in mine)  # ssp: no steps to count
+                      else 1 - statistics.mean(float(r["local_fraction"]) for r in mine)})
     if not stats:
         fail("every run diverged; see %s" % out)
     bsp = next((s for s in stats if s["method"] == "bsp"), None)
@@ -214,8 +215,9 @@ def main():
             d = s["final"] - bsp["final"]
             noise = max(s["sd"], bsp["sd"])
             vs = "%+.4f%s" % (d, " (inside the spread)" if abs(d) <= noise else "")
-        lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %.0f%% |"
-                     % (s["method"], s["n"], s["final"], s["sd"], vs, s["mb"], s["time"], 100 * s["synced"]))
+        synced = "-" if s["synced"] is None else "%.0f%%" % (100 * s["synced"])
+        lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %s |"
+                     % (s["method"], s["n"], s["final"], s["sd"], vs, s["mb"], s["time"], synced))
     plot(out, stats)
     with open(os.path.join(out, "frontier.md"), "w") as f:
         f.write("# Frontier: %s, %d ranks, virtual time at %s%s\n\nseeds %s; `%s`\n\n%s\n\n"

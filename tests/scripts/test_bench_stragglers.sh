@@ -1,9 +1,9 @@
 #!/bin/sh
 # Usage: test_bench_stragglers.sh SOURCE_DIR WORK_DIR
-# scripts/bench-stragglers.py --quick (bsp and selsync, 2 ranks in virtual
-# time, every straggler setting) end to end:
+# scripts/bench-stragglers.py --quick (bsp, ssp-100 and selsync, 2 ranks in
+# virtual time, every straggler setting) end to end:
 #  - it exits 0 and writes the table and the TSV, a row per setting and
-#    method; the header names each setting's SELSYNC_VIRTUAL terms, the
+#    method (SSP's frontier table without a share of synchronised steps); the header names each setting's SELSYNC_VIRTUAL terms, the
 #    jitter's pause being BSP's computation per step without stragglers
 #    (recomputed here from that run's summary), and the jitter runs carry it;
 #  - the runs without stragglers are the reference (ratio 1, all of the
@@ -21,7 +21,8 @@ cat "$work/first.txt"
 check "exits 0" '[ $rc -eq 0 ]'
 check "table and TSV written" '[ -s "$out/stragglers.md" ] && [ -s "$out/stragglers.tsv" ]'
 tsv=$out/stragglers.tsv
-check "a row per setting and method" '[ "$(tail -n +2 "$tsv" | cut -f1,2 | tr "\t\n" ": ")" = "none:bsp none:selsync jitter:bsp jitter:selsync slow-one:bsp slow-one:selsync slow-quarter:bsp slow-quarter:selsync " ]'
+check "a row per setting and method" '[ "$(tail -n +2 "$tsv" | cut -f1,2 | tr "\t\n" ": ")" = "$(for x in none jitter slow-one slow-quarter; do printf "$x:bsp $x:ssp-100 $x:selsync "; done)" ]'
+check "ssp: no share of synchronised steps" 'grep -q "^| ssp-100 | 1 | .* | - |$" "$out/none/frontier.md"'
 check "the slow settings named" 'grep -q "^- slow-one: slow=1:2 " "$out/stragglers.md" && grep -q "^- slow-quarter: slow=1:1.5 " "$out/stragglers.md"'
 pause=$(sed -n 's/^- jitter: jitter=0.02:\([0-9.e-]*\)s .*/\1/p' "$out/stragglers.md")
 summary=$(ls "$out"/none/seed-1/bsp/*/summary.tsv)
@@ -36,7 +37,7 @@ check "a rank at half speed slows bsp ($(t none bsp) s, $(t slow-one bsp) s)" \
     'awk -v a="$(t none bsp)" -v b="$(t slow-one bsp)" "BEGIN { exit !(b > a) }"'
 
 bench >"$work/again.txt" 2>&1
-check "run again: exits 0, nothing trained" '[ $? -eq 0 ] && [ "$(grep -c ": done before" "$work/again.txt")" -eq 8 ]'
+check "run again: exits 0, nothing trained" '[ $? -eq 0 ] && [ "$(grep -c ": done before" "$work/again.txt")" -eq 12 ]'
 bench --settings none,sometimes >"$work/bad.txt" 2>&1
 check "an unknown setting: refused" '[ $? -ne 0 ] && grep -q "bench-stragglers: --settings: unknown sometimes" "$work/bad.txt"'
 bench --methods selsync >"$work/bad2.txt" 2>&1
