@@ -26,8 +26,9 @@ without stragglers plus the computation that the ranks' lost speed costs
 when the work is spread in proportion to each rank's speed, communication
 unchanged: T0 + C0 (1/s - 1), with s the ranks' summed speed relative to
 all at full speed and C0 its computation without stragglers), the time to BSP's final score without stragglers (the first
-evaluation at or above it; "-" when none), and every rank's waiting (its
-agreement and transfer time, the least and the most over the ranks).
+evaluation at or above it; "-" when none), and the time a rank spent
+waiting for the others and on the network (the ranks' mean, from the
+run's summary: virtual time does not log it per rank).
 Written to RESULTS/stragglers.md and stragglers.tsv; printed as well.
 
 --quick: 2 ranks, frontier.py's quick budget, methods bsp,ssp-100,selsync,
@@ -43,7 +44,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import seeds_of  # noqa: E402
-from compare.metrics import read_metrics  # noqa: E402  (the modules: scripts/compare/)
+from compare.metrics import read_metrics, virtual_parts  # noqa: E402  (the modules: scripts/compare/)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRONTIER = os.path.join(ROOT, "scripts", "frontier.py")
@@ -150,21 +151,19 @@ def steps_of(a):
 
 def figures(a, out, seed, method, target):
     """(final, training s, compute s per step, time to target or None,
-    least and most waiting over the ranks) of one run."""
+    waiting for other ranks and network per rank, the ranks' mean) of one
+    run, in virtual time."""
     rdir = run_dirs(out, seed, method)
     row = summary_row(rdir)
-    waits, reached = [], None
+    reached = None
     for path in sorted(glob.glob(os.path.join(rdir, "metrics.*.tsv"))):
-        rows, evals = read_metrics(path)
-        if rows:
-            waits.append(sum(r["t_agree"] + r["t_transfer"] for r in rows))
-        for e in evals:
+        for e in read_metrics(path)[1]:
             score = e.get("top1", e.get("map50"))
             if target is not None and score is not None and score >= target and "virtual_s" in e:
                 reached = e["virtual_s"] if reached is None else min(reached, e["virtual_s"])
     final = float(row["final"]) if not row["final"].startswith("diverged") else float("nan")
-    return (final, float(row["training_s"]), float(row["compute_s"]) / max(1, int(row["steps"])), reached,
-            min(waits) if waits else 0.0, max(waits) if waits else 0.0)
+    waiting = virtual_parts(rdir)[2]
+    return final, float(row["training_s"]), float(row["compute_s"]) / max(1, int(row["steps"])), reached, waiting
 
 
 def mean_sd(xs):
@@ -188,8 +187,7 @@ def main():
     for setting in a.settings:
         for m in a.methods:
             table[setting, m] = [figures(a, outs[setting], s, m, target) for s in a.seeds]
-    head = ["setting", "method", "final", "final_sd", "training_s", "vs_none", "of_ideal", "to_bsp_s",
-            "wait_min_s", "wait_max_s"]
+    head = ["setting", "method", "final", "final_sd", "training_s", "vs_none", "of_ideal", "to_bsp_s", "waiting_s"]
     lines, md = [], []
     for setting in a.settings:
         for m in a.methods:
@@ -203,10 +201,10 @@ def main():
             to_bsp = statistics.mean(reached) if len(reached) == len(runs) else None
             vals = [setting, m, "%.4f" % final, "%.4f" % sd, "%.2f" % t, "%.3f" % (t / t0),
                     "%.3f" % (ideal / t), "-" if to_bsp is None else "%.2f" % to_bsp,
-                    "%.2f" % statistics.mean(r[4] for r in runs), "%.2f" % statistics.mean(r[5] for r in runs)]
+                    "%.2f" % statistics.mean(r[4] for r in runs)]
             lines.append("\t".join(vals))
-            md.append("| %s | %s | %s ± %s | %s | %sx | %.0f %% | %s | %s-%s |" % (
-                setting, m, vals[2], vals[3], vals[4], vals[5], 100 * float(vals[6]), vals[7], vals[8], vals[9]))
+            md.append("| %s | %s | %s ± %s | %s | %sx | %.0f %% | %s | %s |" % (
+                setting, m, vals[2], vals[3], vals[4], vals[5], 100 * float(vals[6]), vals[7], vals[8]))
     budget = "compare-methods' quick budget" if a.quick else "%d steps of %d images" % (a.steps, a.batch)
     header = ["# Stragglers: %s, %d ranks, %s, virtual time at 1gbit, seeds %s" % (
                   a.suite, a.ranks, budget, ",".join(map(str, a.seeds))),
@@ -216,7 +214,7 @@ def main():
     header += ["- %s: %s (ideal throughput %.0f %% of full speed)" % (s, specs[s] or "no straggler",
                                                                       100 * speed_share(a, s)) for s in a.settings]
     header += ["", "| setting | method | final (mean ± sd) | training time (s) | vs none | of ideal throughput "
-               "| time to BSP's final without stragglers (s) | waiting per rank, least-most (s) |",
+               "| time to BSP's final without stragglers (s) | waiting and network per rank (s) |",
                "|---|---|---:|---:|---:|---:|---:|---:|"]
     text = "\n".join(header + md) + "\n"
     with open(os.path.join(a.results, "stragglers.md"), "w") as f:
