@@ -28,7 +28,7 @@ unchanged: T0 + C0 (1/s - 1), with s the ranks' summed speed relative to
 all at full speed and C0 its computation without stragglers), the time to BSP's final score without stragglers (the first
 evaluation at or above it; "-" when none), and the time a rank spent
 waiting for the others and on the network (the ranks' mean, from the
-run's summary: virtual time does not log it per rank).
+run's summary.tsv: virtual time does not log it per rank).
 Written to RESULTS/stragglers.md and stragglers.tsv; printed as well.
 
 --quick: 2 ranks, frontier.py's quick budget, methods bsp,ssp-100,selsync,
@@ -44,13 +44,12 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import seeds_of  # noqa: E402
-from compare.metrics import read_metrics, virtual_parts  # noqa: E402  (the modules: scripts/compare/)
+from compare.metrics import read_metrics  # noqa: E402  (the modules: scripts/compare/)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRONTIER = os.path.join(ROOT, "scripts", "frontier.py")
 SETTINGS = ("none", "jitter", "slow-one", "slow-quarter")
 JITTER_P = 0.02
-QUICK_STEPS = 4  # compare-methods' quick budget: 4 steps of 8 images
 
 
 def fail(msg):
@@ -130,7 +129,7 @@ def run_setting(a, setting, spec):
     return out
 
 
-def run_dirs(out, seed, method):
+def run_dir(out, seed, method):
     """The per-rank metrics folder of one finished run."""
     found = glob.glob(os.path.join(out, "seed-%d" % seed, method, "*", "runs", "*", "*", "metrics.0.tsv"))
     if len(found) != 1:
@@ -145,15 +144,12 @@ def summary_row(rdir):
         return dict(zip(head, f.readline().rstrip("\n").split("\t")))
 
 
-def steps_of(a):
-    return QUICK_STEPS if a.quick else a.steps
-
-
-def figures(a, out, seed, method, target):
-    """(final, training s, compute s per step, time to target or None,
-    waiting for other ranks and network per rank, the ranks' mean) of one
-    run, in virtual time."""
-    rdir = run_dirs(out, seed, method)
+def figures(out, seed, method, target):
+    """One run's figures in virtual time, from its summary row: final score,
+    training time, computation (per rank, and per step), waiting for other
+    ranks and network (per rank, the ranks' mean), and the time of the
+    first evaluation at or above target (None: none, or no target)."""
+    rdir = run_dir(out, seed, method)
     row = summary_row(rdir)
     reached = None
     for path in sorted(glob.glob(os.path.join(rdir, "metrics.*.tsv"))):
@@ -161,9 +157,11 @@ def figures(a, out, seed, method, target):
             score = e.get("top1", e.get("map50"))
             if target is not None and score is not None and score >= target and "virtual_s" in e:
                 reached = e["virtual_s"] if reached is None else min(reached, e["virtual_s"])
-    final = float(row["final"]) if not row["final"].startswith("diverged") else float("nan")
-    waiting = virtual_parts(rdir)[2]
-    return final, float(row["training_s"]), float(row["compute_s"]) / max(1, int(row["steps"])), reached, waiting
+    compute = float(row["compute_s"])
+    return {"final": float(row["final"]) if not row["final"].startswith("diverged") else float("nan"),
+            "time": float(row["training_s"]), "compute": compute,
+            "step_compute": compute / max(1, int(row["steps"])), "waiting": float(row["comm_s"]),
+            "to_target": reached}
 
 
 def mean_sd(xs):
@@ -177,31 +175,31 @@ def main():
     outs, specs = {}, {}
     outs["none"] = run_setting(a, "none", "")
     specs["none"] = ""
-    bsp_none = [figures(a, outs["none"], s, "bsp", None) for s in a.seeds]
-    target = statistics.mean(f[0] for f in bsp_none)
-    step_compute = statistics.mean(f[2] for f in bsp_none)
+    bsp_none = [figures(outs["none"], s, "bsp", None) for s in a.seeds]
+    target = statistics.mean(f["final"] for f in bsp_none)
+    step_compute = statistics.mean(f["step_compute"] for f in bsp_none)
     for setting in a.settings[1:]:
         specs[setting] = spec_of(a, setting, step_compute)
         outs[setting] = run_setting(a, setting, specs[setting])
     table = {}
     for setting in a.settings:
         for m in a.methods:
-            table[setting, m] = [figures(a, outs[setting], s, m, target) for s in a.seeds]
+            table[setting, m] = [figures(outs[setting], s, m, target) for s in a.seeds]
     head = ["setting", "method", "final", "final_sd", "training_s", "vs_none", "of_ideal", "to_bsp_s", "waiting_s"]
     lines, md = [], []
     for setting in a.settings:
         for m in a.methods:
             runs = table[setting, m]
-            final, sd = mean_sd([r[0] for r in runs])
-            t = statistics.mean(r[1] for r in runs)
-            t0 = statistics.mean(r[1] for r in table["none", m])
-            c0 = statistics.mean(r[2] for r in table["none", m]) * steps_of(a)
+            final, sd = mean_sd([r["final"] for r in runs])
+            t = statistics.mean(r["time"] for r in runs)
+            t0 = statistics.mean(r["time"] for r in table["none", m])
+            c0 = statistics.mean(r["compute"] for r in table["none", m])
             ideal = t0 + c0 * (1.0 / speed_share(a, setting) - 1.0)
-            reached = [r[3] for r in runs if r[3] is not None]
+            reached = [r["to_target"] for r in runs if r["to_target"] is not None]
             to_bsp = statistics.mean(reached) if len(reached) == len(runs) else None
             vals = [setting, m, "%.4f" % final, "%.4f" % sd, "%.2f" % t, "%.3f" % (t / t0),
                     "%.3f" % (ideal / t), "-" if to_bsp is None else "%.2f" % to_bsp,
-                    "%.2f" % statistics.mean(r[4] for r in runs)]
+                    "%.2f" % statistics.mean(r["waiting"] for r in runs)]
             lines.append("\t".join(vals))
             md.append("| %s | %s | %s ± %s | %s | %sx | %.0f %% | %s | %s |" % (
                 setting, m, vals[2], vals[3], vals[4], vals[5], 100 * float(vals[6]), vals[7], vals[8]))
