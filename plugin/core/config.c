@@ -210,6 +210,8 @@ static const char *p_agree(selsync_config *c, const char *v)
     return e;
 }
 
+static const char *p_lag(selsync_config *c, const char *v) { return parse_int(v, 0, SELSYNC_LAG_MAX, &c->lag); }
+
 static const char *p_granularity(selsync_config *c, const char *v)
 {
     int i;
@@ -311,6 +313,7 @@ static const struct key_info {
     [SELSYNC_KEY_SYNC_UNTIL] = {p_sync_until, SELSYNC_ONLY, "none, decay, burn_in"},
     [SELSYNC_KEY_AGREE] = {p_agree, SELSYNC_ONLY, "any, mean"},
     [SELSYNC_KEY_DRIFT] = {p_drift, SELSYNC_ONLY, "a real number in [0,1000000] (0 = off)"},
+    [SELSYNC_KEY_LAG] = {p_lag, SELSYNC_ONLY, "an integer from 0 to 1000 (0 = decide at the step)"},
     [SELSYNC_KEY_OUTER_MOMENTUM] = {p_outer_momentum, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG),
                                     "a real number in [0,0.999] (0 = off)"},
     [SELSYNC_KEY_OUTER_LR] = {p_outer_lr, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG), "a real number in (0,10]"},
@@ -529,6 +532,13 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
      * (docs/performance.md). */
     if (cfg->line[SELSYNC_KEY_OVERLAP] <= 0 && cfg->aggregate == SELSYNC_AGGREGATE_PARAMS)
         cfg->overlap = cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG;
+    if (cfg->lag > 0 && cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_LAG));
+        put(&m, "lag = %d: on_nonfinite = skip needs every rank's verdict on a step before that step's average, "
+                "and with a lag it arrives %d steps later; allowed: lag = 0, or on_nonfinite = stop", cfg->lag,
+            cfg->lag);
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->overlap && cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP) {
         if (cfg->line[SELSYNC_KEY_OVERLAP] > 0) {
             head(&m, cfg, cfg->line[SELSYNC_KEY_OVERLAP]);
@@ -614,6 +624,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->target_sync > 0) PUT(" target_sync=%g", c->target_sync);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->qsr_alpha > 0) PUT(" qsr_alpha=%g", c->qsr_alpha);
     if (c->method == SELSYNC_METHOD_SELSYNC && c->sync_until) PUT(" sync_until=%s", sync_until_names[c->sync_until]);
+    if (c->method == SELSYNC_METHOD_SELSYNC && c->lag) PUT(" lag=%d", c->lag);
     if (selsync_config_drift(c)) PUT(" drift=%g", c->drift);
     if (selsync_config_outer(c)) PUT(" outer_momentum=%g outer_lr=%g", c->outer_momentum, c->outer_lr);
     if (c->method == SELSYNC_METHOD_FEDAVG)

@@ -107,9 +107,11 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if (world < 1 || rank < 0 || rank >= world)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
     if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
-    if (selsync_config_drift(cfg) && !ops->sum_f64)
-        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] drift needs a communicator with sum_f64; '%s' "
-                    "has none", ops->name ? ops->name : "");
+    if ((selsync_config_drift(cfg) ||
+         (cfg->method == SELSYNC_METHOD_SELSYNC && (cfg->lag > 0 || cfg->agree == SELSYNC_AGREE_MEAN))) &&
+        !ops->sum_f64)
+        return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] drift, lag and agree = mean need a communicator "
+                    "with sum_f64; '%s' has none", ops->name ? ops->name : "");
     if (cfg->method == SELSYNC_METHOD_SSP && (!ops->send || !ops->recv))
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] method = ssp needs a communicator with point-to-point "
                     "messages; '%s' has none", ops->name ? ops->name : "");
@@ -161,8 +163,13 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if ((selsync_config_drift(cfg) || selsync_config_outer(cfg)) &&
         !(e->anchor = malloc((n_trained + 1) * sizeof *e->anchor)))
         goto nomem;
-    if ((selsync_config_drift(cfg) || (cfg->method == SELSYNC_METHOD_SELSYNC && cfg->agree == SELSYNC_AGREE_MEAN)) &&
+    if ((selsync_config_drift(cfg) ||
+         (cfg->method == SELSYNC_METHOD_SELSYNC && (cfg->agree == SELSYNC_AGREE_MEAN || cfg->lag > 0))) &&
         !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
+        goto nomem;
+    if (cfg->method == SELSYNC_METHOD_SELSYNC && cfg->lag > 0 &&
+        (!(e->lag_sums = calloc((size_t)cfg->lag * (e->n_groups + 2), sizeof *e->lag_sums)) ||
+         !(e->lag_state = calloc((size_t)cfg->lag, 1))))
         goto nomem;
     if (selsync_config_outer(cfg) && !(e->outer_u = calloc(n_trained + 1, sizeof *e->outer_u))) goto nomem;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->change || !e->chosen || !e->payload ||
@@ -202,6 +209,8 @@ void selsync_engine_destroy(selsync_engine *e)
 {
     if (!e) return;
     if (e->late_pending) e->comm.ops->wait_sums(e->comm.ctx); /* its buffer is freed below */
+    if (e->lag_state && (e->broken || policy_lag_drain(e) != SELSYNC_OK) && memchr(e->lag_state, LAG_STARTED, (size_t)e->cfg.lag))
+        e->lag_sums = NULL; /* a sum the transport may still write: left to the job's end */
     metrics_header(e);
     if (e->log) fclose(e->log);
     free(e->t);
@@ -229,6 +238,8 @@ void selsync_engine_destroy(selsync_engine *e)
     free(e->anchor);
     free(e->outer_u);
     free(e->agree64);
+    free(e->lag_sums);
+    free(e->lag_state);
     selsync_ssp_worker_destroy(e->ssp);
     free(e);
 }
@@ -389,7 +400,8 @@ selsync_status selsync_engine_finish(selsync_engine *e)
     uint64_t b0;
 
     if (!e) return SELSYNC_EINVAL;
-    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK)
+    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &e->tot.t_transfer)) != SELSYNC_OK ||
+        (st = policy_lag_drain(e)) != SELSYNC_OK)
         return st;
     e->tot.bytes_sent += e->late_carry;
     e->late_carry = 0;

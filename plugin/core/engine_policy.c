@@ -11,6 +11,14 @@
  * outer step from the anchor, the params after the previous average
  * (outer_step).
  *
+ * With lag = K > 0 the agreement of step t is started without blocking
+ * (sum_f64_start) and completed at step t + K, whose decision it makes:
+ * the same on every rank, so replicas stay identical at every average,
+ * and a rank waits at step t + K only for ranks that have not yet
+ * reached step t. The first K steps after the warm-up, which have no
+ * agreement to complete, synchronise; max_local, sync_until and the
+ * warm-up act at their own step. K = 0 is the blocking agreement.
+ *
  * With agree = mean a group synchronises when the ranks' mean Delta
  * reaches delta instead: one sum_f64 carries the Delta. With drift > 0
  * the agreement is one sum_f64 as well: the flags, the
@@ -115,23 +123,67 @@ static double drift_of(const selsync_engine *e)
     return size > 0 ? moved / size : moved > 0 ? INFINITY : 0;
 }
 
+/* This step's values of the agreement over n flags into v (n + 1
+ * doubles): the groups' Delta (agree = mean) or flags, then the other
+ * flags (non-finite), then this rank's drift (0 without the drift rule). */
+static void agree_fill(const selsync_engine *e, double *v, size_t n)
+{
+    size_t groups = e->cfg.agree == SELSYNC_AGREE_MEAN ? e->n_groups : 0;
+    for (size_t i = 0; i < n; i++) v[i] = i < groups ? e->change[i] : e->flags[i];
+    v[n] = selsync_config_drift(&e->cfg) ? drift_of(e) : 0;
+}
+
+/* The flags and e->cur.drift from the ranks' sum v of agree_fill: a group
+ * counts when the mean Delta >= delta (agree = mean), a flag when its sum
+ * is > 0. */
+static void agree_read(selsync_engine *e, const double *v, size_t n)
+{
+    size_t groups = e->cfg.agree == SELSYNC_AGREE_MEAN ? e->n_groups : 0;
+    for (size_t i = 0; i < n; i++) e->flags[i] = i < groups ? v[i] / e->world >= e->delta : v[i] > 0;
+    e->cur.drift = v[n] / e->world;
+}
+
 /* The agreement of a selsync step after warm-up, over n flags (the groups',
- * then the non-finite one): any, or one sum_f64 that carries the groups'
- * Delta (agree = mean; a group counts when their mean >= delta) or flags
- * (a flag counts when its sum is > 0), the non-finite flag and, with drift,
- * this rank's drift, averaged into e->cur.drift (top comment). */
+ * then the non-finite one): any, or one sum_f64 of agree_fill's values
+ * (top comment). */
 static selsync_status agree(selsync_engine *e, size_t n)
 {
     if (!e->agree64) return e->comm.ops->any(e->comm.ctx, e->flags, n);
-    int mean = e->cfg.agree == SELSYNC_AGREE_MEAN;
-    size_t groups = mean ? e->n_groups : 0;
-    for (size_t i = 0; i < n; i++) e->agree64[i] = i < groups ? e->change[i] : e->flags[i];
-    e->agree64[n] = selsync_config_drift(&e->cfg) ? drift_of(e) : 0;
+    agree_fill(e, e->agree64, n);
     selsync_status st = e->comm.ops->sum_f64(e->comm.ctx, e->agree64, n + 1);
-    if (st != SELSYNC_OK) return st;
-    for (size_t i = 0; i < n; i++)
-        e->flags[i] = i < groups ? e->agree64[i] / e->world >= e->delta : e->agree64[i] > 0;
-    e->cur.drift = e->agree64[n] / e->world;
+    if (st == SELSYNC_OK) agree_read(e, e->agree64, n);
+    return st;
+}
+
+/* The same with lag: this step's values start summing in slot step % lag
+ * once the agreement of step - lag, which held that slot, has been read
+ * into the flags and drift; *known is 0 when there was none (that step
+ * was in the warm-up, or before the run). */
+static selsync_status agree_lagged(selsync_engine *e, size_t n, int *known)
+{
+    const selsync_comm_ops *ops = e->comm.ops;
+    size_t slot = (size_t)(e->step % (uint64_t)e->cfg.lag);
+    double *v = e->lag_sums + slot * (e->n_groups + 2);
+    selsync_status st;
+    agree_fill(e, e->agree64, n);
+    if (e->lag_state[slot] == LAG_STARTED && (st = ops->wait_f64(e->comm.ctx)) != SELSYNC_OK) return st;
+    *known = e->lag_state[slot] != LAG_EMPTY;
+    if (*known) agree_read(e, v, n);
+    memcpy(v, e->agree64, (n + 1) * sizeof *v);
+    e->lag_state[slot] = ops->sum_f64_start ? LAG_STARTED : LAG_KNOWN;
+    return ops->sum_f64_start ? ops->sum_f64_start(e->comm.ctx, v, n + 1) : ops->sum_f64(e->comm.ctx, v, n + 1);
+}
+
+selsync_status policy_lag_drain(selsync_engine *e)
+{
+    uint64_t lag = e->lag_state ? (uint64_t)e->cfg.lag : 0;
+    for (uint64_t j = 0; j < lag; j++) { /* the slots of steps step - lag .. step - 1 */
+        size_t slot = (size_t)((e->step + j) % lag);
+        if (e->lag_state[slot] != LAG_STARTED) continue;
+        selsync_status st = e->comm.ops->wait_f64(e->comm.ctx);
+        if (st != SELSYNC_OK) return engine_comm_failed(e, st, "agreement (wait_f64)", e->n_groups + 2);
+        e->lag_state[slot] = LAG_KNOWN;
+    }
     return SELSYNC_OK;
 }
 
@@ -194,15 +246,17 @@ selsync_status policy_decide(selsync_engine *e, int bad)
     case SELSYNC_METHOD_SELSYNC: {
         double t0 = selsync_now();
         selsync_status st;
+        int known = 1; /* lag: the agreement this step applies exists */
         if (e->step < (uint64_t)e->cfg.warmup) { all = 1; break; }
         *flag = (uint8_t)bad;
-        st = agree(e, e->n_groups + skip);
+        st = e->lag_state ? agree_lagged(e, e->n_groups + skip, &known) : agree(e, e->n_groups + skip);
         e->cur.t_agree = selsync_now() - t0;
         if (st != SELSYNC_OK)
             return engine_comm_failed(e, st, e->agree64 ? "agreement (sum_f64)" : "agreement (any)", e->n_groups + skip);
         skip = 0; /* agreed */
-        for (size_t l = 0; l < e->n_layers; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
-        all = policy_forced(e) || e->cur.drift > e->cfg.drift; /* the max_local guard; the drift rule */
+        for (size_t l = 0; l < e->n_layers && known; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
+        /* no agreement yet; the max_local guard; the drift rule */
+        all = !known || policy_forced(e) || e->cur.drift > e->cfg.drift;
         break;
     }
     case SELSYNC_METHOD_BSP:

@@ -18,9 +18,10 @@ typedef struct snapshot_head {
     double prev_lr; /* the learning rate of the last step (qsr_alpha's bound) */
     uint64_t sync_done; /* sync_until's switch has happened */
     uint64_t has_anchor, has_outer; /* the policy's arrays that follow the host's */
+    uint64_t lag; /* the agreements of the last lag steps follow them */
 } snapshot_head;
 
-static const char snapshot_magic[8] = "SSENG06";
+static const char snapshot_magic[8] = "SSENG07";
 
 /* Floats after the norms: the residual snapshot, the host's params and
  * grads, the anchor and the outer momentum. */
@@ -30,11 +31,19 @@ static size_t snapshot_floats(const selsync_engine *e, int has_snap, int has_anc
            (has_outer ? e->n_trained : 0);
 }
 
+/* lag: the slots' states, then their sums. */
+static size_t lag_bytes(const selsync_engine *e)
+{
+    size_t lag = e->lag_state ? (size_t)e->cfg.lag : 0;
+    return lag * (1 + (e->n_groups + 2) * sizeof(double));
+}
+
 size_t selsync_engine_snapshot_size(const selsync_engine *e)
 {
     if (!e) return 0;
     return sizeof(snapshot_head) + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
-           snapshot_floats(e, e->snap != NULL, e->anchor != NULL, e->outer_u != NULL) * sizeof(float);
+           snapshot_floats(e, e->snap != NULL, e->anchor != NULL, e->outer_u != NULL) * sizeof(float) +
+           lag_bytes(e);
 }
 
 /* Copies n bytes between the snapshot at *pos and x, in the direction out. */
@@ -54,6 +63,10 @@ static void host_arrays(selsync_engine *e, uint8_t **pos, int out)
         if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) field(pos, e->t[i].grad, e->t[i].count * sizeof(float), out);
     if (e->anchor) field(pos, e->anchor, e->n_trained * sizeof(float), out);
     if (e->outer_u) field(pos, e->outer_u, e->n_trained * sizeof(float), out);
+    if (e->lag_state) {
+        field(pos, e->lag_state, (size_t)e->cfg.lag, out);
+        field(pos, e->lag_sums, (size_t)e->cfg.lag * (e->n_groups + 2) * sizeof(double), out);
+    }
 }
 
 selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
@@ -61,7 +74,9 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
     selsync_status st;
     double t_late = 0; /* checkpoint time, outside the totals */
     if (!e || !buf) return SELSYNC_EINVAL;
-    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &t_late)) != SELSYNC_OK) return st;
+    if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &t_late)) != SELSYNC_OK ||
+        (st = policy_lag_drain(e)) != SELSYNC_OK)
+        return st;
     e->tot.bytes_sent += e->late_carry; /* so that a restored run counts them alike */
     e->late_carry = 0;
     if (len != selsync_engine_snapshot_size(e))
@@ -69,7 +84,8 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
                      selsync_engine_snapshot_size(e));
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
                        e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot,
-                       e->prev_lr, (uint64_t)e->sync_done, e->anchor != NULL, e->outer_u != NULL};
+                       e->prev_lr, (uint64_t)e->sync_done, e->anchor != NULL, e->outer_u != NULL,
+                       e->lag_state ? (uint64_t)e->cfg.lag : 0};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -118,8 +134,17 @@ static const char *restored_fields_invalid(const selsync_engine *e, const snapsh
      * gradient and momentum arrays, the anchor and the outer momentum: NaN
      * would stop the run at its next step */
     size_t floats = snapshot_floats(e, (int)h->has_snap, (int)h->has_anchor, (int)h->has_outer);
+    const uint8_t *lag = pos + e->n_track * ((size_t)e->cfg.window + 1) * sizeof(double) + floats * sizeof(float);
     if (!floats_finite(pos + e->n_track * ((size_t)e->cfg.window + 1) * sizeof(double), floats))
         return "its parameters, gradients or momentum are not finite";
+    for (uint64_t i = 0; i < h->lag; i++) { /* drained when saved: each slot empty or summed */
+        if (lag[i] != LAG_EMPTY && lag[i] != LAG_KNOWN) return "its pending agreements are not complete";
+        for (size_t j = 0; j < e->n_groups + 2; j++) {
+            double x;
+            memcpy(&x, lag + h->lag + (i * (e->n_groups + 2) + j) * sizeof x, sizeof x);
+            if (!(x >= 0)) return "its pending agreements are negative or not numbers"; /* Delta may be inf */
+        }
+    }
     return NULL;
 }
 
@@ -149,9 +174,9 @@ selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t
     if (len != selsync_engine_snapshot_size(e) ||
         h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
         h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL) || h.has_anchor != (e->anchor != NULL) ||
-        h.has_outer != (e->outer_u != NULL))
+        h.has_outer != (e->outer_u != NULL) || h.lag != (e->lag_state ? (uint64_t)e->cfg.lag : 0))
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
-                     "another [selsync] window, granularity, drift or outer step (%zu bytes; this run needs %zu)", len,
+                     "another [selsync] window, granularity, drift, lag or outer step (%zu bytes; this run needs %zu)", len,
                      selsync_engine_snapshot_size(e));
     const char *bad = restored_fields_invalid(e, &h, pos);
     if (bad)

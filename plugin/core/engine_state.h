@@ -73,6 +73,12 @@ struct selsync_engine {
                                     (snap_off's layout) */
     float *outer_u;              /* outer step: its momentum, the same layout */
     double *agree64;             /* drift or agree = mean: the agreement's sum, n_groups + 2 entries */
+    /* lag > 0 (engine_policy.c): slot step % lag holds the agreement of
+     * that step, n_groups + 2 doubles as in agree64, until step + lag
+     * reads it; lag_state per slot: LAG_EMPTY, LAG_STARTED (summing in the
+     * transport), LAG_KNOWN (summed). */
+    double *lag_sums;
+    uint8_t *lag_state;
     selsync_totals tot;
     selsync_ssp_worker *ssp;     /* method ssp on a worker */
     int ssp_server, served;      /* method ssp on rank 0; selsync_engine_serve ran */
@@ -142,6 +148,9 @@ void policy_note_rate(selsync_engine *e, double lr);
  * outer step, their trained params become the anchor's moved by it; the
  * anchor becomes their params (drift, outer step). */
 void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr);
+enum { LAG_EMPTY = 0, LAG_STARTED, LAG_KNOWN };
+/* lag: completes the agreements still summing, oldest first. */
+selsync_status policy_lag_drain(selsync_engine *e);
 /* Fills e->chosen, e->member, e->n_members and e->scale for this step
  * (bad: this rank's loss or gradient is not finite). */
 selsync_status policy_decide(selsync_engine *e, int bad);

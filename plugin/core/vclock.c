@@ -200,6 +200,9 @@ typedef struct vcomm {
     struct started { double clock, bytes; } *started; /* the background sums not yet waited for */
     size_t n_started, cap_started;
     double *start_clocks; /* cap_started x size: their start clocks on every rank */
+    struct small { double end, own; } *small; /* the sums of sum_f64_start not yet waited for, oldest first:
+                                                 when they end, and when they would alone */
+    size_t n_small, cap_small;
     uint64_t hidden;      /* bytes of the clocks and message stamps */
     unsigned char *scratch;
     size_t scratch_cap;
@@ -464,6 +467,55 @@ static selsync_status v_wait_sums(void *ctx)
     return st;
 }
 
+/* A small sum started without blocking: the clocks are traded at once (a
+ * real wait that the clock does not count) and its end noted, the latest
+ * clock plus a small all-reduce; the transport starts the sum, or sums
+ * here and now where it cannot. Computation goes on meanwhile. */
+static selsync_status v_sum_f64_start(void *ctx, double *buf, size_t n)
+{
+    vcomm *v = ctx;
+    double t = 0, cost = selsync_vnet_tree(&v->net, v->size, 8.0 * (double)n);
+    selsync_status st = exchange(v, &t);
+    if (st == SELSYNC_OK && v->n_small == v->cap_small) {
+        size_t cap = v->cap_small ? 2 * v->cap_small : 16;
+        struct small *a = realloc(v->small, cap * sizeof *a);
+        if (!a) st = SELSYNC_ENOMEM;
+        else {
+            v->small = a;
+            v->cap_small = cap;
+        }
+    }
+    if (st == SELSYNC_OK)
+        st = v->inner.ops->sum_f64_start ? v->inner.ops->sum_f64_start(v->inner.ctx, buf, n)
+                                         : v->inner.ops->sum_f64(v->inner.ctx, buf, n);
+    if (st == SELSYNC_OK)
+        v->small[v->n_small++] = v->held ? (struct small){-HUGE_VAL, -HUGE_VAL}
+                                         : (struct small){t + cost, v->clock.now + cost};
+    v->mark = v->cpu();
+    return st;
+}
+
+/* The oldest small sum's end: the clock moves on to it where that is
+ * later, by the network up to when it would have ended alone, by waiting
+ * for the others beyond. */
+static selsync_status v_wait_f64(void *ctx)
+{
+    vcomm *v = ctx;
+    count_compute(v);
+    selsync_status st = v->inner.ops->sum_f64_start ? v->inner.ops->wait_f64(v->inner.ctx) : SELSYNC_OK;
+    if (v->n_small == 0) return settle(v, st, 0, 0);
+    struct small s = v->small[0];
+    memmove(v->small, v->small + 1, --v->n_small * sizeof *v->small);
+    if (st == SELSYNC_OK && !v->held && s.end > v->clock.now) {
+        double net = s.own > v->clock.now ? s.own - v->clock.now : 0;
+        v->clock.network += net;
+        v->clock.wait += s.end - v->clock.now - net;
+        v->clock.now = s.end;
+    }
+    v->mark = v->cpu();
+    return st;
+}
+
 static const selsync_comm_ops virtual_ops = {
     .version = SELSYNC_COMM_OPS_VERSION,
     .name = "virtual time",
@@ -483,6 +535,8 @@ static const selsync_comm_ops virtual_ops = {
     .sum_f32v_among = v_sum_f32v_among,
     .sum_f32v_start = v_sum_f32v_start,
     .wait_sums = v_wait_sums,
+    .sum_f64_start = v_sum_f64_start,
+    .wait_f64 = v_wait_f64,
 };
 
 selsync_status selsync_comm_virtual(selsync_comm inner, const selsync_vnet *net, double (*cpu)(void),
@@ -521,6 +575,7 @@ void selsync_comm_virtual_free(selsync_comm *c)
     free(v->clocks);
     free(v->started);
     free(v->start_clocks);
+    free(v->small);
     free(v->scratch);
     free(v);
     c->ops = NULL;

@@ -54,6 +54,11 @@ def methods(steps, extra=False):
         for d in ("3e-4", "1e-3"):  # the mean rule with a higher drift threshold
             out.append(("selsync-mean-drift-%s" % d, "SelSync, Δ's mean, drift rule at %s" % d,
                         {"method": "selsync", "agree": "mean", "drift": d}))
+        for k in (1, 2, 4):  # the defaults with each step's agreement completed k steps later
+            out.append(("selsync-lag-%d" % k, "SelSync, defaults, agreement completed %d step%s later"
+                        % (k, "" if k == 1 else "s"), {"method": "selsync", "lag": k}))
+        out.append(("selsync-mean-drift-1e-3-lag-2", "SelSync, Δ's mean, drift rule at 1e-3, agreement 2 steps later",
+                    {"method": "selsync", "agree": "mean", "drift": "1e-3", "lag": 2}))
         for k in (2, 8, 16):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         # post-local SGD: every step synchronises until Darknet's burn_in ends

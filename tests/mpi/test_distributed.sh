@@ -11,6 +11,7 @@
 #  - delta=0 synchronises every step, a huge delta (drift=0) only during warm-up;
 #  - a flag raised on one rank alone makes every rank synchronise, and with
 #    agree=mean the ranks' mean change decides instead;
+#  - with lag=2 a step applies the agreement of two steps before;
 #  - the drift rule: every rank logs the same (agreed) drift, a step
 #    synchronises exactly when it exceeds the threshold, and the step after
 #    an average measures 0;
@@ -251,6 +252,41 @@ done
 [ "$(sed -n 13p "$work/mean600.dm" | cut -d' ' -f1,3)" = "local 1" ] \
     && ok || bad "($np ranks) agree=mean: with delta 600 the spike rank's flag was not outvoted at step 12: $(sed -n 13p "$work/mean600.dm")"
 grep -q " granularity=model agree=mean aggregate=" "$work/log" && ok || bad "($np ranks) agree=mean not described"
+
+# --- lag=2: a step's agreement completes two steps later ---------------------
+# Steps 0-4 are the warm-up; 5 and 6 have no agreement to complete and
+# synchronise; from step 7 on a step synchronises exactly when the ranks'
+# mean change two steps before reached delta; decisions are the same on
+# every rank and the replicas identical after a synchronised step.
+# Without the lag the same run decides by each step's own mean.
+for k in 2 0; do
+    cfg 4 0 "delta=0.12
+drift=0
+agree=mean
+lag=$k
+window=5
+overlap=0
+log=$work/lag$k.%r.tsv" >"$work/lag$k.cfg"
+    run "$work/lag$k.cfg" 24 "$work/lag$k" --init "$work/init.weights" || bad "($np ranks) lag=$k: run failed"
+    decisions_agree "$work/lag$k" && ok || bad "($np ranks) lag=$k: decisions differ between ranks"
+    r=0
+    while [ $r -lt "$np" ]; do column change "$work/lag$k.$r.tsv" >"$work/lag$k.c$r"; r=$((r + 1)); done
+    # per step: the decision, then whether the ranks' mean change of step - k reached delta
+    paste "$work/lag$k.d0" "$work/lag$k".c[0-9]* | awk -v np="$np" -v k="$k" -v d=0.12 '{
+        m = 0
+        for (i = 2; i < 2 + np; i++) m += $i
+        dec[NR] = $1; hit[NR] = m / np >= d
+        } END { for (t = 1; t <= NR; t++) print dec[t], (t > k ? hit[t - k] : "-") }' >"$work/lag$k.dm"
+    awk -v k="$k" 'NR >= 6 && NR <= 5 + k && $1 != "sync" { bad++ }
+        NR > 5 + k && (($1 == "sync") != ($2 == 1)) { bad++ } END { exit bad > 0 }' "$work/lag$k.dm" \
+        && ok || bad "($np ranks) lag=$k: a decision is not the mean change's of $k steps before: $(tr '\n' '|' <"$work/lag$k.dm")"
+    [ "$(sed -n '8,$p' "$work/lag$k.dm" | cut -d' ' -f1 | sort -u | wc -l)" -eq 2 ] \
+        && ok || bad "($np ranks) lag=$k: the decisions after step 6 are all alike; the test checks nothing"
+done
+for t in $(awk '$1 == "sync" { print NR - 1 }' "$work/lag2.dm"); do
+    same_hashes "$work/lag2" "$t" || bad "($np ranks) lag=2: replicas differ after the synchronised step $t"
+done
+grep -q " agree=mean lag=2 aggregate=" "$work/log" && ok || bad "($np ranks) lag=2 not described"
 
 # --- local SGD drifts and ends with one average ------------------------------
 cfg 4 1 "method=local

@@ -10,7 +10,9 @@
 # synchronises; the checkpoint falls after a run of 4 local steps, so the
 # resumed run must synchronise its first step: the run of local steps is
 # restored), and target_sync=0.5 (delta adapts; the resumed run goes on
-# from the adapted delta: the delta column equals the uninterrupted run's).
+# from the adapted delta: the delta column equals the uninterrupted run's),
+# and lag=3 (the checkpoint holds the agreements of steps 3-5, which steps
+# 6-8 of the resumed run apply).
 set -u
 prog=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -28,7 +30,7 @@ cfg() { # SELSYNC_LINES
 }
 column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
 
-for name in bsp selsync max_local target_sync; do
+for name in bsp selsync max_local target_sync lag; do
     case $name in
     bsp) method="method=bsp" ;;
     selsync) method="method=selsync
@@ -46,6 +48,12 @@ delta=0.2
 window=3
 warmup=2
 target_sync=0.5" ;;
+    lag) method="method=selsync
+delta=0.2
+drift=0
+window=3
+warmup=2
+lag=3" ;;
     esac
     w=$work/$name
     mkdir -p "$w/whole" "$w/split"
@@ -86,6 +94,11 @@ target_sync=0.5" ;;
         n=$(column delta "$w/whole/m0.tsv" | sort -u | wc -l)
         # (one value: delta never moved; it may alternate between two)
         [ "$n" -ge 2 ] && ok || bad "target_sync: delta took $n value in 12 steps (it does not adapt)" ;;
+    lag)
+        # steps 6-8 apply the agreements of steps 3-5, pending in the checkpoint:
+        # one of them local, so a resumed run that lost them (and synchronised) differs
+        d=$(column decision "$w/whole/m0.tsv" | sed -n '7,9p' | tr '\n' ' ')
+        case $d in *local*) ok ;; *) bad "lag: steps 6-8 all synchronise ($d); the test checks nothing" ;; esac ;;
     esac
 done
 # a checkpoint from 2 ranks refuses 3, on every rank, without hanging

@@ -336,7 +336,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, agree, drift, outer_momentum, outer_lr, aggregate, overlap, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, agree, drift, lag, outer_momentum, outer_lr, aggregate, overlap, "
                                 "bucket_mb, "
                                 "sync_bn_stats, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
@@ -763,6 +763,36 @@ static void test_agree_key(void **state)
     assert_int_equal(set(f, "agree", "mean", 2), SELSYNC_OK);
     assert_int_equal(f->cfg.agree, SELSYNC_AGREE_MEAN);
     word_key_refusals(f, "agree", "median", "any, mean", "mean", "fedavg");
+}
+
+/* lag: an integer from 0 (the default, not described) to SELSYNC_LAG_MAX,
+ * selsync only, refused beside on_nonfinite = skip, whose verdict a step's
+ * average needs at once. */
+static void test_lag_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.lag, 0);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_null(strstr(f->err, "lag="));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "lag", "2", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.lag, 2);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " agree=mean lag=2 drift=");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "lag", "1001", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] lag = '1001': out of range; allowed: an integer from 0 to 1000");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "lag", "-1", 4), SELSYNC_ECONFIG);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "lag", "3", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "on_nonfinite", "skip", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] lag = 3: on_nonfinite = skip needs every rank's verdict");
+    assert_contains(f->err, "allowed: lag = 0, or on_nonfinite = stop");
+    word_key_refusals(f, "lag", "x", "an integer from 0 to 1000", "1", "bsp");
 }
 
 /* drift: a real number in [0, 1e6], selsync only, with aggregate = params
@@ -1208,6 +1238,7 @@ int main(void)
         T(test_qsr_alpha_key),
         T(test_sync_until_key),
         T(test_agree_key),
+        T(test_lag_key),
         T(test_drift_key),
         T(test_outer_keys),
         T(test_overlap_keys),

@@ -276,6 +276,44 @@ static void background_sums_overlap_computation(void **state)
     assert_int_equal(f->mock.f64_calls, 3);
 }
 
+/* Small sums started without blocking (sum_f64_start): the clocks are
+ * traded at the start, computation goes on, and wait_f64 waits only for a
+ * rank that started later, oldest sum first. */
+static void small_sums_wait_only_for_later_starts(void **state)
+{
+    fx *f = *state;
+    double a[3] = {1, 2, 3}, b[3] = {0};
+    double cost = selsync_vnet_tree(&gigabit, RANKS, 24);
+    selsync_vclock v0 = clock_of(&f->vc), v;
+    /* every rank started at this rank's clock: 1 s of computation hides it */
+    memset(f->remote, 0, sizeof f->remote);
+    assert_int_equal(f->vc.ops->sum_f64_start(f->vc.ctx, a, 3), SELSYNC_OK);
+    assert_int_equal(f->mock.f64_calls, 2); /* the clocks, then the sum (the mock's at once) */
+    assert_true(clock_of(&f->vc).now == v0.now);
+    /* rank 3 starts the second one 2 s later than this rank */
+    f->remote[3] = v0.now + 2.0;
+    fake_cpu += 0.5;
+    assert_int_equal(f->vc.ops->sum_f64_start(f->vc.ctx, b, 3), SELSYNC_OK);
+    fake_cpu += 0.5;
+    assert_int_equal(f->vc.ops->wait_f64(f->vc.ctx), SELSYNC_OK); /* the first: hidden */
+    v = clock_of(&f->vc);
+    assert_true(v.now == v0.now + 1.0 && v.wait == v0.wait && v.network == v0.network);
+    assert_int_equal(f->vc.ops->wait_f64(f->vc.ctx), SELSYNC_OK); /* the second: rank 3's start + cost */
+    v = clock_of(&f->vc);
+    assert_true(fabs(v.now - (v0.now + 2.0 + cost)) < 1e-12);
+    assert_true(fabs(v.wait - (v0.wait + 1.0 + cost)) < 1e-12 && v.network == v0.network);
+    /* a wait with nothing started moves nothing */
+    assert_int_equal(f->vc.ops->wait_f64(f->vc.ctx), SELSYNC_OK);
+    assert_true(clock_of(&f->vc).now == v.now);
+    /* started while held: no clock traded, the wait moves nothing */
+    selsync_virtual_hold(&f->vc, 1);
+    assert_int_equal(f->vc.ops->sum_f64_start(f->vc.ctx, a, 3), SELSYNC_OK);
+    selsync_virtual_hold(&f->vc, 0);
+    assert_int_equal(f->mock.f64_calls, 5);
+    assert_int_equal(f->vc.ops->wait_f64(f->vc.ctx), SELSYNC_OK);
+    assert_true(clock_of(&f->vc).now == v.now);
+}
+
 static void each_collective_has_its_cost(void **state)
 {
     fx *f = *state;
@@ -546,6 +584,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(a_collective_takes_the_latest_clock_plus_its_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(each_collective_has_its_cost, setup, teardown),
         cmocka_unit_test_setup_teardown(background_sums_overlap_computation, setup, teardown),
+        cmocka_unit_test_setup_teardown(small_sums_wait_only_for_later_starts, setup, teardown),
         cmocka_unit_test(a_slow_rank_computes_longer),
         cmocka_unit_test(jitter_draws_follow_seed_rank_and_step),
         cmocka_unit_test(a_pausing_rank_is_late_to_the_next_collective),

@@ -29,7 +29,7 @@ typedef struct selsync_segment {
 /* The layout of selsync_comm_ops this core reads; a table of another
  * version is refused (selsync_session_create). Raise it when a member is
  * added, removed or changes meaning. */
-#define SELSYNC_COMM_OPS_VERSION 1
+#define SELSYNC_COMM_OPS_VERSION 2
 
 typedef struct selsync_comm_ops {
     int version;                /* SELSYNC_COMM_OPS_VERSION */
@@ -93,6 +93,14 @@ typedef struct selsync_comm_ops {
      * the first that failed (last_error then holds its message; the sums
      * started after it are not run). NULL where sum_f32v_start is. */
     selsync_status (*wait_sums)(void *ctx);
+    /* sum_f64 started without blocking (NULL: not supported; the engine
+     * then calls sum_f64): returns at once; buf may not be touched until
+     * the wait_f64 that completes it returns. Small sums started complete
+     * in the order started, apart from the sums of sum_f32v_start. */
+    selsync_status (*sum_f64_start)(void *ctx, double *buf, size_t n);
+    /* Waits for the oldest sum of sum_f64_start not yet waited for. NULL
+     * where sum_f64_start is. */
+    selsync_status (*wait_f64)(void *ctx);
 } selsync_comm_ops;
 
 typedef struct selsync_comm {

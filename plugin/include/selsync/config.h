@@ -71,6 +71,7 @@ typedef enum selsync_partition {
     X(SYNC_UNTIL, "sync_until")           \
     X(AGREE, "agree")                     \
     X(DRIFT, "drift")                     \
+    X(LAG, "lag")                         \
     X(OUTER_MOMENTUM, "outer_momentum")   \
     X(OUTER_LR, "outer_lr")               \
     X(AGGREGATE, "aggregate")             \
@@ -107,6 +108,9 @@ typedef enum selsync_config_key {
  * from the last one (docs/paper.md, "Defaults"). */
 #define SELSYNC_DRIFT_DEFAULT 1e-4
 
+/* lag's largest value: steps a rank may run ahead of the slowest. */
+#define SELSYNC_LAG_MAX 1000
+
 /* agree's default (docs/paper.md, "Defaults"). */
 #define SELSYNC_AGREE_DEFAULT SELSYNC_AGREE_MEAN
 
@@ -125,6 +129,8 @@ typedef struct selsync_config {
     double drift;                  /* > 0: a step synchronises when the ranks' mean relative squared
                                       distance from the last average exceeds it; 0 = off; < 0 unset
                                       (selsync_config_finish: SELSYNC_DRIFT_DEFAULT where it applies) */
+    int lag;                       /* > 0: a step's agreement completes this many steps later, where
+                                      its decision applies; 0 = at once */
     double outer_momentum;         /* beta of the outer momentum on each average (SlowMo); 0 = off */
     double outer_lr;               /* alpha of the outer step on each average, 1 = the average itself */
     selsync_aggregate aggregate;

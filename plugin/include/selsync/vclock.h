@@ -14,12 +14,17 @@
  *    latest of its participants' clocks at its start, or when the sum
  *    started before it ends, and costs a ring sum; computation goes on
  *    meanwhile, and wait_sums moves the clock on to the end of the last
- *    one only if that is later (the communication not hidden).
+ *    one only if that is later (the communication not hidden);
+ *  - a small sum started without blocking (sum_f64_start) ends at the
+ *    latest of its participants' clocks at its start plus a small
+ *    all-reduce, and its wait_f64 moves the clock on to that end only if
+ *    that is later: a rank waits only for ranks that had not started it.
  * Held (selsync_virtual_hold), the clock stands still: evaluations and
  * checkpoints are no one's training.
  *
  * The clocks travel beside each collective in one sum of N doubles (for
- * the background sums, one of N doubles per sum at wait_sums), which
+ * the background sums, one of N doubles per sum at wait_sums; for the
+ * small sums, at their start), which
  * neither the clock nor bytes_sent counts. */
 #ifndef SELSYNC_VCLOCK_H
 #define SELSYNC_VCLOCK_H
