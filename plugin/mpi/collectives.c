@@ -3,6 +3,7 @@
  * its hand-out, the OR of flags, the sum of doubles and the broadcast. */
 #include "mpi_ctx.h"
 
+#include <limits.h>
 #include <string.h>
 
 /* An op's start: the gate, then the stall watch's name for it. */
@@ -242,6 +243,44 @@ selsync_status comm_mpi_sum_f64(void *ctx, double *buf, size_t n)
     selsync_status s = op_enter(c, buf, n, "sum_f64");
     if (s != SELSYNC_OK) return s;
     return allreduce_chunks(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
+}
+
+/* Started on the communicator of the small sums, whose requests complete
+ * in the order started; the bytes count at the start. Not a collective of
+ * the stall watch's count: the waits name no missing rank. */
+selsync_status comm_mpi_sum_f64_start(void *ctx, double *buf, size_t n)
+{
+    mpi_ctx *c = ctx;
+    selsync_status s = gate_check(c, buf, n, "sum_f64_start");
+    if (s == SELSYNC_OK && n > INT_MAX) {
+        ctx_error(c, "sum_f64_start: %zu elements, at most %d", n, INT_MAX);
+        s = SELSYNC_EINVAL;
+    }
+    if (s == SELSYNC_OK)
+        s = ctx_reserve(c, (void **)&c->small_req, &c->small_cap, c->small_count + 1, sizeof *c->small_req);
+    if (s != SELSYNC_OK) return s;
+    stall_enter(c, "sum_f64_start", 0);
+    MPI_Request *rq = &c->small_req[c->small_count];
+    *rq = MPI_REQUEST_NULL;
+    if (n && c->size > 1) {
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->small, rq);
+        if (rc != MPI_SUCCESS) return ctx_mpi_failed(c, "MPI_Iallreduce (sum_f64_start)", rc);
+        ctx_count_bytes(c, ring_bytes(c, n, sizeof(double)));
+    }
+    c->small_count++;
+    return SELSYNC_OK;
+}
+
+selsync_status comm_mpi_wait_f64(void *ctx)
+{
+    static const int nobody = MPI_PROC_NULL;
+    mpi_ctx *c = ctx;
+    selsync_status s = gate_check(c, c, 0, "wait_f64");
+    if (s != SELSYNC_OK || c->small_count == 0) return s;
+    stall_enter(c, "wait_f64", 0);
+    s = stall_wait(c, 1, &c->small_req[0], &nobody, MPI_STATUSES_IGNORE, "MPI_Iallreduce (wait_f64)");
+    memmove(c->small_req, c->small_req + 1, --c->small_count * sizeof *c->small_req);
+    return s;
 }
 
 /* Children of this rank in the binomial broadcast tree rooted at root. */

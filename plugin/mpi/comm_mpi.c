@@ -15,6 +15,7 @@ static mpi_ctx world = {
     .comm = MPI_COMM_NULL,
     .p2p = MPI_COMM_NULL,
     .watch = MPI_COMM_NULL,
+    .small = MPI_COMM_NULL,
     .size = 1,
     .chunk_bytes = DEFAULT_CHUNK_BYTES,
     .sum_alg = SELSYNC_MPI_SUM_RING,
@@ -88,6 +89,8 @@ static const selsync_comm_ops mpi_ops = {
     .sum_f32v_among = comm_mpi_sum_f32v_among,
     .sum_f32v_start = comm_mpi_sum_f32v_start,
     .wait_sums = comm_mpi_wait_sums,
+    .sum_f64_start = comm_mpi_sum_f64_start,
+    .wait_f64 = comm_mpi_wait_f64,
 };
 
 static void at_exit_handler(void)
@@ -111,12 +114,15 @@ static void release(mpi_ctx *c)
         stall_poll(c, 0);
         MPI_Waitall(c->size, c->note_req, MPI_STATUSES_IGNORE);
     }
-    MPI_Comm *comms[] = {&c->watch, &c->p2p, &c->comm};
+    MPI_Comm *comms[] = {&c->small, &c->watch, &c->p2p, &c->comm};
     for (size_t i = 0; i < sizeof comms / sizeof comms[0] && !fin; ++i)
         if (*comms[i] != MPI_COMM_NULL) MPI_Comm_free(comms[i]);
     if (!fin && c->own_init) MPI_Finalize();
-    c->comm = c->p2p = c->watch = MPI_COMM_NULL;
+    c->comm = c->p2p = c->watch = c->small = MPI_COMM_NULL;
     c->own_init = 0;
+    free(c->small_req);
+    c->small_req = NULL;
+    c->small_cap = c->small_count = 0;
     free(c->reached);
     free(c->note_buf);
     free(c->note_req);
@@ -218,6 +224,8 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(c->comm, &c->p2p);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(c->p2p, MPI_ERRORS_RETURN);
     if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(c->comm, &c->watch);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_dup(c->comm, &c->small);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(c->small, MPI_ERRORS_RETURN);
     selsync_status st = SELSYNC_OK;
     if (rc != MPI_SUCCESS) st = ctx_mpi_failed(c, "MPI communicator setup", rc);
     const char *alg = getenv("SELSYNC_MPI_SUM");

@@ -140,6 +140,12 @@ typedef struct mpi_ctx {
     /* The collectives (collectives.c). */
     float *pack;         /* reduce_scatter_block sum_f32v: the packed array */
     size_t pack_cap;     /* in floats */
+    /* The small sums started without blocking (sum_f64_start): on a
+     * communicator of their own, so that they never meet the ring's
+     * collectives; their requests oldest first, small_count of them. */
+    MPI_Comm small;
+    MPI_Request *small_req;
+    size_t small_cap, small_count;
     /* sum_f32v_among's hand-out: a request, peer and type per message of a
      * round (at most size of each), kept between calls. */
     MPI_Request *out_req;
@@ -204,6 +210,8 @@ selsync_status comm_mpi_sum_f32v_among(void *ctx, const selsync_segment *segs, s
                                        const int *members, int k);
 selsync_status comm_mpi_any(void *ctx, uint8_t *flags, size_t n);
 selsync_status comm_mpi_sum_f64(void *ctx, double *buf, size_t n);
+selsync_status comm_mpi_sum_f64_start(void *ctx, double *buf, size_t n);
+selsync_status comm_mpi_wait_f64(void *ctx);
 selsync_status comm_mpi_bcast(void *ctx, void *buf, size_t bytes, int root);
 selsync_status comm_mpi_send(void *ctx, int dest, int tag, const void *buf, size_t bytes);
 selsync_status comm_mpi_recv(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got);
