@@ -717,7 +717,7 @@ static void test_policy_arrays_survive_a_restore(void **state)
     f->cfg.outer_momentum = 0; /* a snapshot with the outer momentum does not restore without it */
     make(f);
     assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
-    assert_contains(selsync_engine_error(f->e), "drift or outer step");
+    assert_contains(selsync_engine_error(f->e), "drift, lag or outer step");
     free(saved);
 }
 
@@ -1756,25 +1756,28 @@ static void run_steps(fx *f, int from, int to, selsync_step *records)
                 grads[i][j] *= 0.9f;
             }
         assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
-        records[t] = *selsync_engine_last_step(f->e);
+        if (records) records[t] = *selsync_engine_last_step(f->e);
     }
 }
 
-static void test_snapshot_restore_continues(void **state)
+/* A run of 12 steps and the same run saved before step `at` and restored
+ * into a new engine end alike (with lag: the agreements of the lag steps
+ * before `at` in flight at the snapshot); the run's records into whole. */
+static void snapshot_restore_continues(fx *f, int lag, int at, selsync_step whole[12])
 {
-    fx *f = *state;
-    selsync_step whole[12], split[12];
+    selsync_step split[12];
     float p_whole[N_ALL], p_split[N_ALL], g_whole[N_TENSORS][5];
     f->model.grad_keeps_residual = 1;
     f->cfg.window = 4;
     f->cfg.warmup = 2;
     f->cfg.delta = 0.05;
+    f->cfg.lag = lag;
     make(f);
-    run_steps(f, 0, 5, whole);
+    run_steps(f, 0, at, whole);
     size_t len = selsync_engine_snapshot_size(f->e);
     void *saved = malloc(len);
     assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
-    run_steps(f, 5, 12, whole);
+    run_steps(f, at, 12, whole);
     snapshot(p_whole);
     for (int i = 0; i < N_TENSORS; i++)
         if (grads[i]) memcpy(g_whole[i], grads[i], counts[i] * sizeof(float));
@@ -1791,12 +1794,12 @@ static void test_snapshot_restore_continues(void **state)
         }
     make(f);
     assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
-    run_steps(f, 5, 12, split);
+    run_steps(f, at, 12, split);
     snapshot(p_split);
     assert_memory_equal(p_whole, p_split, sizeof p_whole);
     for (int i = 0; i < N_TENSORS; i++)
         if (grads[i]) assert_memory_equal(g_whole[i], grads[i], counts[i] * sizeof(float));
-    for (int t = 5; t < 12; t++) {
+    for (int t = at; t < 12; t++) {
         assert_int_equal(split[t].step, t);
         assert_true(split[t].smoothed == whole[t].smoothed);
         assert_true(split[t].change == whole[t].change || (isinf(split[t].change) && isinf(whole[t].change)));
@@ -1809,19 +1812,68 @@ static void test_snapshot_restore_continues(void **state)
     free(saved);
 }
 
+static void test_snapshot_restore_continues(void **state)
+{
+    selsync_step whole[12];
+    snapshot_restore_continues(*state, 0, 5, whole);
+}
+
+/* lag = 3 over the same gradients as lag = 0: steps 2-4, the first after
+ * the warm-up, synchronise, and step t >= 5 decides as lag = 0 did at
+ * t - 3. Saved before step 9, the agreements of steps 6-8 travel in the
+ * snapshot (lag = 0 took those steps locally, so a restore that lost them
+ * would synchronise). A slot in a state no snapshot holds, and a snapshot
+ * of another lag, are refused. */
+static void test_snapshot_restore_with_lag(void **state)
+{
+    fx *f = *state;
+    selsync_step now[12], late[12];
+    snapshot_restore_continues(f, 0, 5, now);
+    selsync_engine_destroy(f->e);
+    snapshot_restore_continues(f, 3, 9, late);
+    for (int t = 2; t < 12; t++)
+        if (late[t].decision != (t < 5 ? SELSYNC_SYNC_STEP : now[t - 3].decision))
+            fail_msg("lag 3, step %d: decision %d, lag 0 decided %d at step %d", t, late[t].decision,
+                     now[t - 3].decision, t - 3);
+    assert_int_equal(now[6].decision, SELSYNC_LOCAL_STEP); /* what the snapshot's agreements decide */
+    assert_int_equal(now[7].decision, SELSYNC_LOCAL_STEP);
+    selsync_engine_destroy(f->e);
+    f->cfg.lag = 3;
+    make(f);
+    run_steps(f, 0, 5, NULL);
+    size_t len = selsync_engine_snapshot_size(f->e), at_slots = len - 3 - 3 * 3 * sizeof(double);
+    unsigned char *saved = malloc(len);
+    assert_non_null(saved);
+    assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+    assert_int_equal(saved[at_slots], 2); /* the slot of step 3: summed */
+    selsync_engine_destroy(f->e);
+    saved[at_slots] = 1; /* "still summing" */
+    make(f);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_contains(selsync_engine_error(f->e), "its pending agreements are not complete");
+    selsync_engine_destroy(f->e);
+    saved[at_slots] = 2;
+    f->cfg.lag = 2;
+    make(f);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
+    assert_contains(selsync_engine_error(f->e), "drift, lag or outer step");
+    free(saved);
+}
+
 /* Restored fields are checked before any is taken: a NaN ratio, a huge
  * ratio_n, step counters out of order, negative times, NaN norms. The
  * snapshot head is magic[8], seven u64 (n_track, window, n_params,
  * n_trained, has_snap, step, ratio_n), the doubles ratio and wall, then
  * the totals (six u64, five doubles, two u64), the last learning rate and
- * sync_until's switch (u64); the norms follow. */
+ * sync_until's switch (u64), has_anchor, has_outer and lag (u64); the
+ * norms follow. */
 static void test_restore_validates_fields(void **state)
 {
     fx *f = *state;
     const size_t at_ratio_n = 8 + 6 * 8, at_local_run = at_ratio_n + 8, at_ratio = at_local_run + 8,
                  at_wall = at_ratio + 8, at_delta = at_wall + 8, at_steps = at_delta + 8,
                  at_t_compute = at_steps + 6 * 8, at_lr = at_t_compute + 5 * 8 + 3 * 8, at_done = at_lr + 8,
-                 at_norms = at_done + 8 + 2 * 8; /* after has_anchor, has_outer */
+                 at_norms = at_done + 8 + 3 * 8; /* after has_anchor, has_outer, lag */
     make(f);
     set_grads(1);
     for (int t = 0; t < 3; t++) step(f);
@@ -1873,10 +1925,10 @@ static void test_restore_rejects(void **state)
     selsync_engine_destroy(f->e);
     f->cfg.window = 25;
     make(f);
-    memcpy(saved, "SSENG05", 8); /* the previous format */
+    memcpy(saved, "SSENG06", 8); /* the previous format */
     assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_EMISMATCH);
-    assert_contains(selsync_engine_error(f->e), "in format 'SSENG05', written by another version of this program; "
-                                                "this one reads 'SSENG06'");
+    assert_contains(selsync_engine_error(f->e), "in format 'SSENG06', written by another version of this program; "
+                                                "this one reads 'SSENG07'");
     selsync_engine_destroy(f->e);
     make(f);
     step(f);
@@ -1942,6 +1994,7 @@ int main(void)
         T(test_consensus),
         T(test_eval_rows_and_excluded_time),
         T(test_snapshot_restore_continues),
+        T(test_snapshot_restore_with_lag),
         T(test_restore_rejects),
         T(test_restore_validates_fields),
     };
