@@ -17,7 +17,9 @@
  * and a rank waits at step t + K only for ranks that have not yet
  * reached step t. The first K steps after the warm-up, which have no
  * agreement to complete, synchronise; max_local, sync_until and the
- * warm-up act at their own step. K = 0 is the blocking agreement.
+ * warm-up act at their own step. A drift measured before the last average
+ * (fewer than K local steps since) is out of date and does not count.
+ * K = 0 is the blocking agreement.
  *
  * With agree = mean a group synchronises when the ranks' mean Delta
  * reaches delta instead: one sum_f64 carries the Delta. With drift > 0
@@ -255,8 +257,10 @@ selsync_status policy_decide(selsync_engine *e, int bad)
             return engine_comm_failed(e, st, e->agree64 ? "agreement (sum_f64)" : "agreement (any)", e->n_groups + skip);
         skip = 0; /* agreed */
         for (size_t l = 0; l < e->n_layers && known; l++) e->chosen[l] = e->flags[e->n_groups > 1 ? l : 0] != 0;
-        /* no agreement yet; the max_local guard; the drift rule */
-        all = !known || policy_forced(e) || e->cur.drift > e->cfg.drift;
+        /* no agreement yet; the max_local guard; the drift rule, on a drift
+         * measured after the last average (with lag K: K local steps since) */
+        all = !known || policy_forced(e) ||
+              (e->cur.drift > e->cfg.drift && e->local_run >= (e->lag_state ? (uint64_t)e->cfg.lag : 0));
         break;
     }
     case SELSYNC_METHOD_BSP:

@@ -561,6 +561,39 @@ static void test_drift_rule(void **state)
     }
 }
 
+/* The drift rule with lag = 2 over the same moves: step t applies the drift
+ * measured at t - 2, and only when that was measured after the last
+ * average (2 local steps since): the drift measured just before an average
+ * no longer counts after it. The steps after the warm-up with no agreement
+ * yet synchronise. */
+static void test_drift_rule_with_lag(void **state)
+{
+    fx *f = *state;
+    enum { K = 2, STEPS = 20 };
+    int since[STEPS], last = -1, run = 0, syncs = 0, stale = 0;
+    restart(f, 0, 1);
+    f->cfg.warmup = 1;
+    f->cfg.delta = 1e30;
+    f->cfg.drift = 10.0 / 1275; /* 4 steps' moves exceed it, 3 do not (test_drift_rule) */
+    f->cfg.lag = K;
+    make(f);
+    for (int t = 0; t < STEPS; t++) {
+        since[t] = t - 1 - last; /* steps since the last average, as measured at t */
+        int old = t >= 1 + K && since[t - K] >= 4;
+        int want = t < 1 + K || (old && run >= K);
+        stale += old && run < K;
+        assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+        params[4][0] += 1.0f;
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+        if (selsync_engine_last_step(f->e)->decision != (want ? SELSYNC_SYNC_STEP : SELSYNC_LOCAL_STEP))
+            fail_msg("step %d: %s, expected %s", t, selsync_decision_name(selsync_engine_last_step(f->e)->decision),
+                     want ? "sync" : "local");
+        if (want) last = t, run = 0, syncs++;
+        else run++;
+    }
+    assert_true(syncs >= 5 && stale >= 2); /* averages by drift, and out-of-date drifts ignored */
+}
+
 /* The drift rule averages the ranks' drift: another rank that has moved
  * far makes this one synchronise, one that has not moved delays it. */
 static void test_drift_is_the_ranks_mean(void **state)
@@ -1955,6 +1988,7 @@ int main(void)
         T(test_qsr_bound_grows_as_the_rate_decays),
         T(test_qsr_bound_survives_a_restore),
         T(test_drift_rule),
+        T(test_drift_rule_with_lag),
         T(test_drift_is_the_ranks_mean),
         T(test_agree_mean),
         T(test_outer_step),
