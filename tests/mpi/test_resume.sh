@@ -30,29 +30,24 @@ cfg() { # SELSYNC_LINES
 }
 column() { awk -F'\t' -v c="$1" '/^#/ { next } !k { for (i = 1; i <= NF; i++) if ($i == c) k = i; next } { print $k }' "$2"; }
 
+selsync="method=selsync
+window=3
+warmup=2"
 for name in bsp selsync max_local target_sync lag; do
     case $name in
     bsp) method="method=bsp" ;;
-    selsync) method="method=selsync
-delta=0.2
-window=3
-warmup=2" ;;
-    max_local) method="method=selsync
+    selsync) method="$selsync
+delta=0.2" ;;
+    max_local) method="$selsync
 delta=1000
 drift=0
-window=3
-warmup=2
 max_local=4" ;;
-    target_sync) method="method=selsync
+    target_sync) method="$selsync
 delta=0.2
-window=3
-warmup=2
 target_sync=0.5" ;;
-    lag) method="method=selsync
+    lag) method="$selsync
 delta=0.2
 drift=0
-window=3
-warmup=2
 lag=3" ;;
     esac
     w=$work/$name
