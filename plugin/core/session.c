@@ -19,11 +19,16 @@
  * on rank 0 between collectives. */
 #include "selsync/session.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "selsync/bnstats.h"
 #include "selsync/chart.h"
@@ -70,6 +75,10 @@ struct selsync_session {
     size_t resume_len;
     char resume_from[4096];      /* the checkpoint file it came from (messages) */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
+    pid_t writer;                /* rank 0: the process writing the last checkpoint (0: none) */
+    uint64_t writer_step;        /* its step */
+    uint64_t checkpoints;        /* checkpoints taken ... */
+    double checkpoint_wait;      /* ... and the seconds training stood still for them */
     const char *metric;          /* evaluation: "top1" or "map50"; NULL: off */
     size_t heldout;              /* evaluation: held-out samples */
     uint64_t evaluated;          /* steps done at the last evaluation */
@@ -511,13 +520,76 @@ static selsync_status evaluate(selsync_session *s, uint64_t steps)
     return SELSYNC_OK;
 }
 
+/* Rank 0: the model to a temporary file beside the checkpoint, then the
+ * state sealed onto it and renamed over the checkpoint (checkpoint.h). */
+static selsync_status write_checkpoint(selsync_session *s, const void *state, size_t len)
+{
+    char tmp[4200];
+    if (selsync_checkpoint_temp(s->checkpoint, tmp, sizeof tmp))
+        return FAIL(s, SELSYNC_EINVAL, "checkpoint path too long: %s", s->checkpoint);
+    if (s->host.save_model(s->host.user, tmp))
+        return FAIL(s, SELSYNC_EIO, "checkpoint %s: cannot write %s: %s", s->checkpoint, tmp, strerror(errno));
+    return selsync_checkpoint_seal(tmp, s->checkpoint, state, len, s->err, sizeof s->err);
+}
+
+/* Rank 0: waits for the process writing the last checkpoint, if any; its
+ * failure (reported by itself) becomes the session's. */
+static selsync_status writer_done(selsync_session *s)
+{
+    int status = 0;
+    pid_t pid = s->writer;
+    if (pid <= 0) return SELSYNC_OK;
+    s->writer = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR)
+            return FAIL(s, SELSYNC_EIO, "checkpoint %s of step %" PRIu64 ": cannot wait for its writer: %s",
+                        s->checkpoint, s->writer_step, strerror(errno));
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return SELSYNC_OK;
+    if (WIFSIGNALED(status))
+        return FAIL(s, SELSYNC_EIO, "checkpoint %s of step %" PRIu64 ": its writer was killed by signal %d; the "
+                    "previous checkpoint is intact", s->checkpoint, s->writer_step, WTERMSIG(status));
+    return FAIL(s, SELSYNC_EIO, "checkpoint %s of step %" PRIu64 " was not written (its writer's message is "
+                "above); the previous checkpoint is intact", s->checkpoint, s->writer_step);
+}
+
+/* Rank 0: writes the checkpoint in a child process, a copy-on-write image
+ * of this one at this moment, while training goes on; the child calls no
+ * collective and leaves with _exit (no exit handlers: they belong to this
+ * process). Where fork fails, here and now. */
+static selsync_status write_behind(selsync_session *s, const void *state, size_t len, uint64_t steps, double t0)
+{
+    fflush(stdout); /* not written twice: the child's buffers start empty */
+    fflush(stderr);
+    double forked = selsync_now();
+    pid_t pid = fork();
+    if (pid == 0) {
+        selsync_status st = write_checkpoint(s, state, len);
+        if (st) say(s, "%s", s->err);
+        else
+            say(s, "step %" PRIu64 ": checkpoint %s (%.1f MB, written in %.2f s beside training)", steps, s->checkpoint,
+                (double)len / 1e6, selsync_now() - forked);
+        fflush(stderr);
+        _exit(st ? 1 : 0);
+    }
+    if (pid > 0) {
+        s->writer = pid;
+        s->writer_step = steps;
+        return SELSYNC_OK;
+    }
+    selsync_status st = write_checkpoint(s, state, len);
+    if (!st)
+        say(s, "step %" PRIu64 ": checkpoint %s (%.1f MB, %.2f s; written while training waited: fork failed: %s)",
+            steps, s->checkpoint, (double)len / 1e6, selsync_now() - t0, strerror(errno));
+    return st;
+}
+
 /* Every checkpoint_every steps (all ranks): rank 0 gathers every rank's
- * state and writes the checkpoint atomically. */
+ * state, waits for the previous checkpoint's writer and starts the next
+ * (write_behind); every rank goes on training while it writes. */
 static selsync_status checkpoint(selsync_session *s, uint64_t steps)
 {
     const selsync_comm_ops *ops = s->comm.ops;
     double t0 = selsync_now();
-    char tmp[4200];
     size_t per_rank = sizeof(uint64_t) + selsync_engine_snapshot_size(s->engine);
     size_t len = sizeof(checkpoint_head) + (s->rank == 0 ? (size_t)s->world : 1) * per_rank;
     uint8_t *buf = malloc(len), *mine = buf + sizeof(checkpoint_head), done = 1;
@@ -537,19 +609,15 @@ static selsync_status checkpoint(selsync_session *s, uint64_t steps)
         checkpoint_head h = {{0}, s->world, 0, per_rank, s->batches};
         memcpy(h.magic, checkpoint_magic, sizeof h.magic);
         memcpy(buf, &h, sizeof h);
-        if (!st && selsync_checkpoint_temp(s->checkpoint, tmp, sizeof tmp))
-            st = FAIL(s, SELSYNC_EINVAL, "checkpoint path too long: %s", s->checkpoint);
-        if (!st && s->host.save_model(s->host.user, tmp))
-            st = FAIL(s, SELSYNC_EIO, "checkpoint %s: cannot write %s", s->checkpoint, tmp);
-        if (!st) st = selsync_checkpoint_seal(tmp, s->checkpoint, buf, len, s->err, sizeof s->err);
-        if (!st)
-            say(s, "step %llu: checkpoint %s (%.1f MB, %.2f s)", (unsigned long long)steps, s->checkpoint,
-                (double)len / 1e6, selsync_now() - t0);
+        if (!st) st = writer_done(s);
+        if (!st) st = write_behind(s, buf, len, steps, t0);
     }
     free(buf);
     if (st) return st;
-    /* every rank waits for the write: its time is no one's training */
+    /* every rank waits until rank 0 has the states: no one's training */
     if ((st = ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "checkpoint");
+    s->checkpoints++;
+    s->checkpoint_wait += selsync_now() - t0;
     training_resumes(s);
     return SELSYNC_OK;
 }
@@ -640,6 +708,11 @@ static selsync_status summary(selsync_session *s, FILE *out)
                     "one step late (overlap = 1; transfer is the time the next update waited)\n",
                     (unsigned long long)t.late_averages);
     }
+    if (s->checkpoints)
+        fprintf(out, "selsync: summary: %llu checkpoint%s written beside training; training stood still %.3f s for "
+                "%s (%.3f s each: the ranks' states gathered on rank 0)\n", (unsigned long long)s->checkpoints,
+                s->checkpoints == 1 ? "" : "s", s->checkpoint_wait, s->checkpoints == 1 ? "it" : "them",
+                s->checkpoint_wait / (double)s->checkpoints);
     if (virtual)
         fprintf(out, "selsync: summary: virtual time per %s: %.3f s (compute %.3f s, waiting for other ranks "
                 "%.3f s, network %.3f s)\n", s->ssp ? "worker" : "rank", v[10], v[11] + v[14], v[12], v[13]);
@@ -708,6 +781,7 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
         if (trace && fclose(trace) && !st) st = FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: write failed", path);
         if (st) return st;
     }
+    if (s->rank == 0 && (st = writer_done(s))) return st; /* the last checkpoint is whole when the job ends */
     if (selsync_engine_finish(s->engine))
         return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
     selsync_virtual_hold(&s->comm, 1); /* training ends with the final average */
@@ -756,6 +830,7 @@ void selsync_session_abort(selsync_session *s)
 void selsync_session_destroy(selsync_session *s)
 {
     if (!s) return;
+    if (s->writer > 0) waitpid(s->writer, NULL, 0);
     selsync_chart_destroy(s->chart);
     selsync_engine_destroy(s->engine);
     free(s->order);

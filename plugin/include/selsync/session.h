@@ -51,7 +51,10 @@ typedef struct selsync_host {
      * in tensor order); NaN after reporting a failure. */
     double (*score)(void *user, const float *params);
     /* Writes the model file (the host's own parameters) to path and marks
-     * it as a checkpoint; non-zero after a failure (errno set). */
+     * it as a checkpoint; non-zero after a failure (errno set). Called in
+     * a child process of rank 0 (fork), a copy of it at the checkpoint,
+     * while training goes on: it may not use the communicator or expect
+     * other threads, and what it changes stays in the child. */
     int (*save_model)(void *user, const char *path);
     /* Optional (NULL: the host has no BatchNorm). With bn_recalibrate > 0
      * and a training list (selsync_data.n > 0), at the end of training, on
