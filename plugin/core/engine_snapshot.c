@@ -156,46 +156,98 @@ static int printable_tag(const char tag[8])
     return tag[7] == '\0';
 }
 
-selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t len)
+/* Checks that buf (len bytes) is a snapshot this engine can take; *h its
+ * head and *pos where its fields begin. */
+static selsync_status check_snapshot(selsync_engine *e, const void *buf, size_t len, snapshot_head *h,
+                                     uint8_t **pos)
 {
-    snapshot_head h;
-    uint8_t *pos = (uint8_t *)buf;
-    if (!e || !buf) return SELSYNC_EINVAL;
+    *pos = (uint8_t *)buf;
     if (e->step > 0 || e->in_step || e->has_last || e->header_done || e->ssp || e->ssp_server)
         return EFAIL(e, SELSYNC_ESTATE,
                      "[selsync] selsync_engine_restore: only before the first step, and not with ssp");
-    if (len < sizeof h)
+    if (len < sizeof *h)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is truncated (%zu bytes)", len);
-    field(&pos, &h, sizeof h, 0);
-    if (memcmp(h.magic, snapshot_magic, sizeof h.magic) != 0)
+    field(pos, h, sizeof *h, 0);
+    if (memcmp(h->magic, snapshot_magic, sizeof h->magic) != 0)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is in format '%.7s', written by another "
                      "version of this program; this one reads '%s' (resume with the version that wrote it)",
-                     printable_tag(h.magic) ? h.magic : "unknown", snapshot_magic);
+                     printable_tag(h->magic) ? h->magic : "unknown", snapshot_magic);
     if (len != selsync_engine_snapshot_size(e) ||
-        h.n_track != e->n_track || h.window != (uint64_t)e->cfg.window || h.n_params != e->n_params ||
-        h.n_trained != e->n_trained || h.has_snap != (e->snap != NULL) || h.has_anchor != (e->anchor != NULL) ||
-        h.has_outer != (e->outer_u != NULL) || h.lag != (e->lag_state ? (uint64_t)e->cfg.lag : 0))
+        h->n_track != e->n_track || h->window != (uint64_t)e->cfg.window || h->n_params != e->n_params ||
+        h->n_trained != e->n_trained || h->has_snap != (e->snap != NULL) || h->has_anchor != (e->anchor != NULL) ||
+        h->has_outer != (e->outer_u != NULL) || h->lag != (e->lag_state ? (uint64_t)e->cfg.lag : 0))
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
                      "another [selsync] window, granularity, drift, lag or outer step (%zu bytes; this run needs %zu)", len,
                      selsync_engine_snapshot_size(e));
-    const char *bad = restored_fields_invalid(e, &h, pos);
+    const char *bad = restored_fields_invalid(e, h, *pos);
     if (bad)
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state is damaged: %s", bad);
+    return SELSYNC_OK;
+}
+
+/* Takes the checked snapshot (head h, fields at pos). */
+static void apply_snapshot(selsync_engine *e, const snapshot_head *h, uint8_t *pos)
+{
     field(&pos, e->ring, e->n_track * (size_t)e->cfg.window * sizeof(double), 0);
     field(&pos, e->prev, e->n_track * sizeof(double), 0);
     if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
     host_arrays(e, &pos, 0);
     engine_keep_stats(e, 1);
-    e->step = h.step;
-    e->ratio_n = (size_t)h.ratio_n;
-    e->ratio = h.ratio;
-    e->local_run = h.local_run;
-    e->delta = h.delta;
-    e->prev_lr = h.prev_lr;
-    e->sync_done = (int)h.sync_done;
-    e->tot = h.tot;
+    e->step = h->step;
+    e->ratio_n = (size_t)h->ratio_n;
+    e->ratio = h->ratio;
+    e->local_run = h->local_run;
+    e->delta = h->delta;
+    e->prev_lr = h->prev_lr;
+    e->sync_done = (int)h->sync_done;
+    e->tot = h->tot;
     e->t_mark = selsync_now();
-    e->t_start = e->t_mark - h.wall;
+    e->t_start = e->t_mark - h->wall;
     e->resumed = 1;
+}
+
+selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t len)
+{
+    snapshot_head h;
+    uint8_t *pos;
+    if (!e || !buf) return SELSYNC_EINVAL;
+    selsync_status st = check_snapshot(e, buf, len, &h, &pos);
+    if (st == SELSYNC_OK) apply_snapshot(e, &h, pos);
+    return st;
+}
+
+selsync_status selsync_engine_restore_mean(selsync_engine *e, const void *const *states, size_t n, size_t len)
+{
+    snapshot_head h;
+    uint8_t *pos = NULL;
+    if (!e || !states || n == 0) return SELSYNC_EINVAL;
+    for (size_t r = n; r-- > 0;) { /* every one checked; h and pos end as the first's */
+        selsync_status st = check_snapshot(e, states[r], len, &h, &pos);
+        if (st != SELSYNC_OK) return st;
+    }
+    apply_snapshot(e, &h, pos); /* the first's counters, schedule and delta */
+    size_t params = sizeof h + (e->n_track * (size_t)e->cfg.window + e->n_track) * sizeof(double) +
+                    (e->snap ? e->n_trained * sizeof(float) : 0);
+    for (size_t i = 0, off = params; i < e->nt; off += e->t[i].count * sizeof(float), i++)
+        for (size_t j = 0; j < e->t[i].count; j++) {
+            double sum = 0;
+            for (size_t r = 0; r < n; r++) {
+                float x;
+                memcpy(&x, (const uint8_t *)states[r] + off + j * sizeof x, sizeof x);
+                sum += x;
+            }
+            e->t[i].param[j] = (float)(sum / (double)n);
+        }
+    /* what belongs to one rank of the old job starts afresh */
+    memset(e->ring, 0, e->n_track * (size_t)e->cfg.window * sizeof *e->ring);
+    memset(e->prev, 0, e->n_track * sizeof *e->prev);
+    if (e->snap) memset(e->snap, 0, e->n_trained * sizeof *e->snap);
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) memset(e->t[i].grad, 0, e->t[i].count * sizeof(float));
+    if (e->outer_u) memset(e->outer_u, 0, e->n_trained * sizeof *e->outer_u);
+    if (e->lag_state) memset(e->lag_state, LAG_EMPTY, (size_t)e->cfg.lag);
+    e->local_run = 0;
+    engine_keep_stats(e, 1);
+    policy_averaged(e, NULL, 0); /* the anchor: the mean model */
     return SELSYNC_OK;
 }

@@ -248,31 +248,59 @@ selsync_status selsync_session_load(selsync_session *s, const selsync_model *mod
     return SELSYNC_OK;
 }
 
-/* With the engine created: takes this rank's part of the checkpoint state. */
+/* A checkpoint of h->world ranks resumed by this job's other count: every
+ * rank takes the mean of the old ranks' states (selsync_engine_restore_mean)
+ * and starts its new shard from the beginning. */
+static selsync_status resume_resized(selsync_session *s, const checkpoint_head *h, size_t per_rank)
+{
+    const uint8_t *p = (const uint8_t *)s->resume + sizeof *h + sizeof(uint64_t);
+    const void **states = malloc((size_t)h->world * sizeof *states);
+    if (!states) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the checkpoint");
+    for (int r = 0; r < h->world; ++r) states[r] = p + (size_t)r * per_rank;
+    selsync_status st = selsync_engine_restore_mean(s->engine, states, (size_t)h->world, per_rank - sizeof(uint64_t));
+    free(states);
+    if (st) return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
+    s->next_sample = s->trained_sample = 0;
+    if (s->rank == 0)
+        say(s, "resumed at step %llu from a checkpoint of %d rank%s on %d: every rank starts from the %s "
+            "model (the step, the learning rate's schedule and delta go on); restarted, as they belonged to one rank "
+            "of the old job: momentum, the smoothing history, the run of local steps; the data is partitioned again "
+            "for %d ranks, each rank from the start of its shard; each rank keeps the cfg's batch, so the global "
+            "batch is %d/%d of the old one", (unsigned long long)selsync_session_steps(s), h->world,
+            h->world == 1 ? "" : "s", s->world, h->world == 1 ? "old rank's" : "old ranks' mean", s->world, s->world,
+            h->world);
+    return SELSYNC_OK;
+}
+
+/* With the engine created: takes this rank's part of the checkpoint state
+ * (of a job of another rank count: resume_resized). */
 static selsync_status resume(selsync_session *s)
 {
     checkpoint_head h;
     const uint8_t *p = s->resume;
     uint64_t next;
+    selsync_status st = SELSYNC_OK;
     if (!p) return SELSYNC_OK;
     size_t per_rank = sizeof next + selsync_engine_snapshot_size(s->engine);
     if (s->resume_len < sizeof h) goto mismatch;
     memcpy(&h, p, sizeof h);
-    if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0) goto mismatch;
-    if (h.world != s->world)
-        return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint was written by a job of %d ranks; this one has %d "
-                    "(run it with the same number of ranks)", s->resume_from, h.world, s->world);
-    if (h.per_rank != per_rank || s->resume_len != sizeof h + (size_t)h.world * per_rank) goto mismatch;
-    p += sizeof h + (size_t)s->rank * per_rank;
-    memcpy(&next, p, sizeof next);
-    if (selsync_engine_restore(s->engine, p + sizeof next, per_rank - sizeof next))
-        return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
-    s->next_sample = s->trained_sample = (size_t)next;
+    if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0 || h.world < 1 || h.per_rank != per_rank ||
+        (s->resume_len - sizeof h) / per_rank != (size_t)h.world || (s->resume_len - sizeof h) % per_rank)
+        goto mismatch;
     s->batches = h.batches;
+    if (h.world != s->world) {
+        st = resume_resized(s, &h, per_rank);
+    } else {
+        p += sizeof h + (size_t)s->rank * per_rank;
+        memcpy(&next, p, sizeof next);
+        if (selsync_engine_restore(s->engine, p + sizeof next, per_rank - sizeof next))
+            return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
+        s->next_sample = s->trained_sample = (size_t)next;
+        if (s->rank == 0) say(s, "resumed at step %llu", (unsigned long long)selsync_session_steps(s));
+    }
     free(s->resume);
     s->resume = NULL;
-    if (s->rank == 0) say(s, "resumed at step %llu", (unsigned long long)selsync_session_steps(s));
-    return SELSYNC_OK;
+    return st;
 mismatch:
     return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint's state does not fit this network and the [selsync] "
                 "section of %s (written for another cfg?)", s->resume_from, s->cfg.file);

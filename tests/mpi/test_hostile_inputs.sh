@@ -218,8 +218,11 @@ refused checkpoint_step_over 1 "$work/step-over.weights: [selsync] the saved sta
 python3 "$work/ckpt.py" step=9007199254740991 "$ck" "$work/step-last.weights"
 refused checkpoint_step_last 1 "the step counter is at 9007199254740991, the most a run can count" 0 \
     "$darknet" classifier train "$data" "$work/resume.cfg" "$work/step-last.weights"
-refused checkpoint_other_rank_count 2 "the checkpoint was written by a job of 1 ranks; this one has 2" 1 \
-    "$darknet" classifier train "$data" "$work/resume.cfg" "$ck"
+# a checkpoint of 1 rank resumes on 2, each with its half of the data
+mpi -np 2 "$darknet" classifier train "$data" "$work/resume.cfg" "$ck" >"$work/resume-2.log" 2>&1
+check "a checkpoint of 1 rank resumes on 2" '[ $? -eq 0 ] &&
+    grep -q "resumed at step 3 from a checkpoint of 1 rank on 2: every rank starts from the old rank'"'"'s model" "$work/resume-2.log"'
+check "its data is partitioned for 2 ranks" '[ "$(grep -c "partition seldp rank [01]:" "$work/resume-2.log")" -eq 2 ]'
 { base 5; printf '\n[selsync]\npartition=seldp\nwindow=7\n'; } >"$work/resume-w7.cfg"
 refused checkpoint_other_window 1 "does not fit this network and the [selsync]" 0 \
     "$darknet" classifier train "$data" "$work/resume-w7.cfg" "$ck"

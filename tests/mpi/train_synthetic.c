@@ -25,7 +25,9 @@
  * union of the ranks' batches.
  * Writes OUT_PREFIX.RANK.hashes: "step hash" of all parameters after each
  * step, for comparisons across ranks, OUT_PREFIX.RANK.loaded: "loaded hash"
- * right after load_network (after the plugin's NETWORK_LOADED), and
+ * right after load_network (after the plugin's NETWORK_LOADED),
+ * OUT_PREFIX.RANK.begun: "begun hash" right after TRAIN_BEGIN (with --begin
+ * or --ssp: a checkpoint's state is in the network then), and
  * OUT_PREFIX.RANK.pid. With --nan-rank, OUT_PREFIX.RANK.hashes gets a third
  * column: the number of parameters that are not finite. Rank and size come
  * from the launcher environment (1 process without one). */
@@ -150,6 +152,14 @@ int main(int argc, char **argv)
         train_plan plan = {NULL, 0, 1, net->batch, NULL, 0, NULL};
         report_network_event(net, TRAIN_BEGIN, &plan);
         if (ssp && get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
+        snprintf(path, sizeof path, "%s.%d.begun", argv[3], rank);
+        FILE *begun = fopen(path, "w");
+        if (!begun) {
+            perror(path);
+            return 1;
+        }
+        write_hash(begun, "begun", net, 0);
+        fclose(begun);
     }
     snprintf(path, sizeof path, "%s.%d.hashes", argv[3], rank);
     FILE *out = fopen(path, "w");

@@ -158,6 +158,16 @@ selsync_status selsync_engine_log_eval(selsync_engine *e, const char *metric, do
 size_t selsync_engine_snapshot_size(const selsync_engine *e);
 selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len);
 selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t len);
+/* The snapshots of the n ranks of another job (each len bytes, as
+ * selsync_engine_restore takes them) restored as one: the step, the
+ * learning rate's history, delta and the totals from the first; every
+ * param (statistics too) the mean of the n ranks' (the same bits on every
+ * rank that restores the same snapshots); and what belonged to one rank
+ * of that job restarted: the gradients (with Darknet the momentum) and
+ * residual at 0, the smoothing history empty, the run of local steps at 0,
+ * the outer momentum at 0, no agreement in flight (lag), the anchor the
+ * mean. */
+selsync_status selsync_engine_restore_mean(selsync_engine *e, const void *const *states, size_t n, size_t len);
 
 /* "sync", "local" or "skip" (the metrics' decision column). */
 const char *selsync_decision_name(selsync_decision d);
