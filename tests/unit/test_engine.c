@@ -1893,6 +1893,56 @@ static void test_snapshot_restore_with_lag(void **state)
     free(saved);
 }
 
+/* Two ranks' snapshots restored as one (another rank count): every param,
+ * the statistic too, is their mean; the step and delta are the first's;
+ * the gradients (momentum) are 0; a damaged second snapshot is refused. */
+static void test_restore_mean_of_two_ranks(void **state)
+{
+    fx *f = *state;
+    float mine[2][N_ALL], got[N_ALL];
+    f->cfg.delta = 0.3;
+    f->cfg.window = 3;
+    f->cfg.warmup = 1;
+    f->cfg.target_sync = 0.5;
+    make(f);
+    size_t len = selsync_engine_snapshot_size(f->e);
+    unsigned char *saved[2] = {malloc(len), malloc(len)};
+    assert_non_null(saved[0]);
+    assert_non_null(saved[1]);
+    for (int r = 0; r < 2; r++) { /* the second "rank": 4 steps more, its params moved */
+        for (int t = 0; t < 3 + 4 * r; t++) step(f);
+        for (int i = 0; i < N_TENSORS; i++)
+            for (size_t j = 0; j < counts[i]; j++) params[i][j] += 0.5f * (float)(r + 1) * (float)(j + 1);
+        snapshot(mine[r]);
+        assert_int_equal(selsync_engine_snapshot(f->e, saved[r], len), SELSYNC_OK);
+    }
+    double delta0 = 0;
+    memcpy(&delta0, saved[0] + 8 + 8 * 8 + 2 * 8, sizeof delta0); /* the head's delta (test_restore_validates_fields) */
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    set_grads(7);
+    make(f);
+    const void *both[2] = {saved[0], saved[1]};
+    assert_int_equal(selsync_engine_restore_mean(f->e, both, 2, len), SELSYNC_OK);
+    snapshot(got);
+    for (int k = 0; k < N_ALL; k++) assert_close(got[k], ((double)mine[0][k] + mine[1][k]) / 2, 1e-6);
+    for (int i = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; grads[i] && j < counts[i]; j++) assert_true(grads[i][j] == 0);
+    assert_int_equal(selsync_engine_steps(f->e), 3);
+    assert_true(delta0 > 0 && delta0 != 0.3); /* target_sync moved it */
+    assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+    assert_true(selsync_engine_last_step(f->e)->delta == delta0); /* the first's adapted delta goes on */
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    make(f);
+    saved[1][0] ^= 1; /* its format tag */
+    assert_int_equal(selsync_engine_restore_mean(f->e, both, 2, len), SELSYNC_EMISMATCH);
+    assert_contains(selsync_engine_error(f->e), "written by another version");
+    free(saved[0]);
+    free(saved[1]);
+}
+
 /* Restored fields are checked before any is taken: a NaN ratio, a huge
  * ratio_n, step counters out of order, negative times, NaN norms. The
  * snapshot head is magic[8], seven u64 (n_track, window, n_params,
@@ -2029,6 +2079,7 @@ int main(void)
         T(test_eval_rows_and_excluded_time),
         T(test_snapshot_restore_continues),
         T(test_snapshot_restore_with_lag),
+        T(test_restore_mean_of_two_ranks),
         T(test_restore_rejects),
         T(test_restore_validates_fields),
     };
