@@ -15,84 +15,28 @@
  *               bn_recalibrate: bcast(rank 0's statistics), one sum_f64
  *               per normalised layer (the host's recalibrate); sum_f64
  *               (summary)
- * Rank 0 alone reads and writes files; the host's score and save_model run
- * on rank 0 between collectives. */
+ * Rank 0 alone reads and writes files; the host's score runs on rank 0
+ * between collectives, its save_model in rank 0's checkpoint writer
+ * (session_checkpoint.c). */
 #include "selsync/session.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include "selsync/bnstats.h"
-#include "selsync/chart.h"
-#include "selsync/checkpoint.h"
-#include "selsync/engine.h"
-#include "selsync/inject.h"
 #include "selsync/partition.h"
 #include "selsync/rng.h"
-#include "selsync/ssp.h"
 #include "selsync/vclock.h"
 
 #include "agree.h"
-#include "internal.h"
+#include "session_state.h"
 
-/* The state in a checkpoint: this head, then per rank its position in its
- * data (u64) and its engine snapshot, all of the same length. */
-typedef struct checkpoint_head {
-    char magic[8];
-    int32_t world, pad;
-    uint64_t per_rank, batches;
-} checkpoint_head;
-
-static const char checkpoint_magic[8] = "SSDKNT1";
-
-struct selsync_session {
-    selsync_config cfg;
-    selsync_comm comm;
-    selsync_host host;
-    int rank, world;
-    int ssp;                     /* method ssp: rank 0 serves, the others work */
-    selsync_model model;
-    selsync_engine *engine;      /* from begin (or the first step) on */
-    size_t *order, count;        /* this rank's samples */
-    size_t samples;              /* the training list's (0: the host feeds its own data) */
-    size_t next_sample;          /* sequential plan: position of the walk (loader threads) */
-    size_t trained_sample;       /* next_sample after the batches loaded so far */
-    selsync_inject_sizes inject; /* inject.senders == 0: no injection */
-    int *senders;                /* injection: this step's senders */
-    uint64_t batches;            /* injection: batches trained so far (index of the next one) */
-    uint64_t requested;          /* injection: loads requested so far (index of the next one) */
-    uint64_t images_loaded;      /* injection: own images loaded ... */
-    uint64_t loads;              /* ... in this many batches */
-    void *resume;                /* a checkpoint's state, until the engine takes it */
-    size_t resume_len;
-    char resume_from[4096];      /* the checkpoint file it came from (messages) */
-    char checkpoint[4096];       /* the checkpoint file rank 0 writes */
-    pid_t writer;                /* rank 0: the process writing the last checkpoint (0: none) */
-    uint64_t writer_step;        /* its step */
-    uint64_t checkpoints;        /* checkpoints taken ... */
-    double checkpoint_wait;      /* ... and the seconds training stood still for them */
-    const char *metric;          /* evaluation: "top1" or "map50"; NULL: off */
-    size_t heldout;              /* evaluation: held-out samples */
-    uint64_t evaluated;          /* steps done at the last evaluation */
-    selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
-    selsync_chart *chart;        /* the console rank, with chart_every: the training chart */
-    char host_name[64];          /* this rank's host, for messages */
-    char err[2048];
-};
-
-#define FAIL(s, st, ...) selsync_fail((s)->err, sizeof (s)->err, (st), __VA_ARGS__)
-
-/* One line to stderr, "selsync: rank R: " first where there are ranks. */
-static void say(const selsync_session *s, const char *fmt, ...) SELSYNC_PRINTF(2, 3);
-static void say(const selsync_session *s, const char *fmt, ...)
+void session_say(const selsync_session *s, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -101,7 +45,7 @@ static void say(const selsync_session *s, const char *fmt, ...)
 }
 
 /* A failed collective: the transport's message, naming what was done. */
-static selsync_status comm_failed(selsync_session *s, selsync_status st, const char *what)
+selsync_status session_comm_failed(selsync_session *s, selsync_status st, const char *what)
 {
     return FAIL(s, st ? st : SELSYNC_ECOMM, "%s: %s", what, selsync_comm_error(&s->comm, st));
 }
@@ -109,7 +53,7 @@ static selsync_status comm_failed(selsync_session *s, selsync_status st, const c
 /* The engine failed with st: its message is the session's, and so is its
  * status (a failed collective, a metrics file that cannot be written, a
  * state that does not fit...). */
-static selsync_status engine_failed(selsync_session *s, selsync_status st)
+selsync_status session_engine_failed(selsync_session *s, selsync_status st)
 {
     snprintf(s->err, sizeof s->err, "%s", selsync_engine_error(s->engine));
     return st != SELSYNC_OK ? st : SELSYNC_ECOMM;
@@ -130,7 +74,7 @@ static selsync_status session_agree(selsync_session *s, const char *const *what,
 /* A failed chart is a warning: training goes on without it. */
 static void chart_failed(selsync_session *s, const char *why)
 {
-    say(s, "training chart: %s; training goes on without it", why);
+    session_say(s, "training chart: %s; training goes on without it", why);
     selsync_chart_destroy(s->chart);
     s->chart = NULL;
 }
@@ -151,7 +95,7 @@ static void start_chart(selsync_session *s, const char *png, const selsync_chart
         chart_failed(s, err);
         return;
     }
-    say(s, "training chart %s, redrawn every %d steps and after every evaluation", png, s->cfg.chart_every);
+    session_say(s, "training chart %s, redrawn every %d steps and after every evaluation", png, s->cfg.chart_every);
 }
 
 /* Draws in the background now (now), or only reaps a finished drawing. */
@@ -193,16 +137,12 @@ selsync_status selsync_session_create(const selsync_config *cfg, const selsync_c
 
 /* ---- load: one network, rank 0's weights and state everywhere ---- */
 
-/* The state length rank 0 shares when it refused the checkpoint. */
-#define CHECKPOINT_REFUSED UINT64_MAX
-
 selsync_status selsync_session_load(selsync_session *s, const selsync_model *model, const selsync_identity *id,
                                     const char *weights, int required)
 {
     static const char *const what[] = {"the build", "the cfg (its parsed sections)", "the network built from it"};
     const selsync_comm_ops *ops = s->comm.ops;
     selsync_status st;
-    uint64_t len = 0;
     agree_record mine;
     char text[AGREE_VALUE];
     s->model = *model;
@@ -218,92 +158,9 @@ selsync_status selsync_session_load(selsync_session *s, const selsync_model *mod
     if (s->world > 1) {
         for (size_t i = 0; i < model->n_tensors; ++i)
             if ((st = ops->bcast(s->comm.ctx, model->tensors[i].param, model->tensors[i].count * sizeof(float), 0)))
-                return comm_failed(s, st, "sharing the initial weights");
+                return session_comm_failed(s, st, "sharing the initial weights");
     }
-    /* rank 0 reads the checkpoint; a refusal (len = REFUSED, then the
-     * message) is every rank's */
-    selsync_status refused = SELSYNC_OK;
-    if (s->rank == 0 && weights && *weights) {
-        refused = selsync_checkpoint_read(weights, required, s->model.file_bytes, &s->resume, &s->resume_len, s->err,
-                                          sizeof s->err);
-        len = refused ? CHECKPOINT_REFUSED : s->resume_len;
-    }
-    if (s->world > 1 && (st = ops->bcast(s->comm.ctx, &len, sizeof len, 0)))
-        return comm_failed(s, st, "sharing the checkpoint state");
-    if (len == CHECKPOINT_REFUSED) {
-        uint32_t why = (uint32_t)refused;
-        if (s->world > 1 && ((st = ops->bcast(s->comm.ctx, &why, sizeof why, 0)) ||
-                             (st = ops->bcast(s->comm.ctx, s->err, sizeof s->err, 0))))
-            return comm_failed(s, st, "sharing why the checkpoint was refused");
-        s->err[sizeof s->err - 1] = '\0';
-        return (selsync_status)why;
-    }
-    if (len == 0) return SELSYNC_OK;
-    if (s->rank != 0 && !(s->resume = malloc(len))) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the checkpoint");
-    s->resume_len = len;
-    if (s->world > 1 && (st = ops->bcast(s->comm.ctx, s->resume, len, 0)))
-        return comm_failed(s, st, "sharing the checkpoint state");
-    snprintf(s->resume_from, sizeof s->resume_from, "%s", weights ? weights : "");
-    if (s->rank == 0) say(s, "%s is a checkpoint: every rank resumes from its state", weights);
-    return SELSYNC_OK;
-}
-
-/* A checkpoint of h->world ranks resumed by this job's other count: every
- * rank takes the mean of the old ranks' states (selsync_engine_restore_mean)
- * and starts its new shard from the beginning. */
-static selsync_status resume_resized(selsync_session *s, const checkpoint_head *h, size_t per_rank)
-{
-    const uint8_t *p = (const uint8_t *)s->resume + sizeof *h + sizeof(uint64_t);
-    const void **states = malloc((size_t)h->world * sizeof *states);
-    if (!states) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the checkpoint");
-    for (int r = 0; r < h->world; ++r) states[r] = p + (size_t)r * per_rank;
-    selsync_status st = selsync_engine_restore_mean(s->engine, states, (size_t)h->world, per_rank - sizeof(uint64_t));
-    free(states);
-    if (st) return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
-    s->next_sample = s->trained_sample = 0;
-    if (s->rank == 0)
-        say(s, "resumed at step %llu from a checkpoint of %d rank%s on %d: every rank starts from the %s "
-            "model (the step, the learning rate's schedule and delta go on); restarted, as they belonged to one rank "
-            "of the old job: momentum, the smoothing history, the run of local steps; the data is partitioned again "
-            "for %d ranks, each rank from the start of its shard; each rank keeps the cfg's batch, so the global "
-            "batch is %d/%d of the old one", (unsigned long long)selsync_session_steps(s), h->world,
-            h->world == 1 ? "" : "s", s->world, h->world == 1 ? "old rank's" : "old ranks' mean", s->world, s->world,
-            h->world);
-    return SELSYNC_OK;
-}
-
-/* With the engine created: takes this rank's part of the checkpoint state
- * (of a job of another rank count: resume_resized). */
-static selsync_status resume(selsync_session *s)
-{
-    checkpoint_head h;
-    const uint8_t *p = s->resume;
-    uint64_t next;
-    selsync_status st = SELSYNC_OK;
-    if (!p) return SELSYNC_OK;
-    size_t per_rank = sizeof next + selsync_engine_snapshot_size(s->engine);
-    if (s->resume_len < sizeof h) goto mismatch;
-    memcpy(&h, p, sizeof h);
-    if (memcmp(h.magic, checkpoint_magic, sizeof h.magic) != 0 || h.world < 1 || h.per_rank != per_rank ||
-        (s->resume_len - sizeof h) / per_rank != (size_t)h.world || (s->resume_len - sizeof h) % per_rank)
-        goto mismatch;
-    s->batches = h.batches;
-    if (h.world != s->world) {
-        st = resume_resized(s, &h, per_rank);
-    } else {
-        p += sizeof h + (size_t)s->rank * per_rank;
-        memcpy(&next, p, sizeof next);
-        if (selsync_engine_restore(s->engine, p + sizeof next, per_rank - sizeof next))
-            return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
-        s->next_sample = s->trained_sample = (size_t)next;
-        if (s->rank == 0) say(s, "resumed at step %llu", (unsigned long long)selsync_session_steps(s));
-    }
-    free(s->resume);
-    s->resume = NULL;
-    return st;
-mismatch:
-    return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint's state does not fit this network and the [selsync] "
-                "section of %s (written for another cfg?)", s->resume_from, s->cfg.file);
+    return session_checkpoint_share(s, weights, required);
 }
 
 /* The engine, then the checkpoint's state; a virtual clock starts here,
@@ -311,7 +168,7 @@ mismatch:
 static selsync_status start_engine(selsync_session *s)
 {
     selsync_status st = selsync_engine_create(&s->cfg, &s->comm, &s->model, &s->engine, s->err, sizeof s->err);
-    if (!st) st = resume(s);
+    if (!st) st = session_resume(s);
     if (!st) selsync_virtual_hold(&s->comm, 0);
     return st;
 }
@@ -337,8 +194,8 @@ static selsync_status report_partition(selsync_session *s, const selsync_data *d
                 len += (size_t)(c == (size_t)d->classes
                     ? snprintf(line + len, sizeof line - len, " none:%zu", hist[r * cols + c])
                     : snprintf(line + len, sizeof line - len, " %zu:%zu", c, hist[r * cols + c]));
-        if (s->rank == 0) say(s, "%s", line);
-        if ((st = selsync_engine_log_note(s->engine, line))) st = engine_failed(s, st);
+        if (s->rank == 0) session_say(s, "%s", line);
+        if ((st = selsync_engine_log_note(s->engine, line))) st = session_engine_failed(s, st);
     }
     free(hist);
     return st;
@@ -383,7 +240,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                     "order).")))
         return st;
     if (!s->engine && (st = start_engine(s))) return st;
-    if (d->note && (st = selsync_engine_log_note(s->engine, d->note))) return engine_failed(s, st);
+    if (d->note && (st = selsync_engine_log_note(s->engine, d->note))) return session_engine_failed(s, st);
     if (s->cfg.eval_every > 0) {
         s->metric = d->metric;
         s->heldout = d->heldout;
@@ -393,7 +250,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
             (int)sizeof s->checkpoint)
             return FAIL(s, SELSYNC_EINVAL, "%s: [selsync] checkpoint_every: no checkpoint file, or its path is too "
                         "long", s->cfg.file);
-        if (s->rank == 0) say(s, "checkpoint every %d steps to %s", s->cfg.checkpoint_every, s->checkpoint);
+        if (s->rank == 0) session_say(s, "checkpoint every %d steps to %s", s->cfg.checkpoint_every, s->checkpoint);
     }
     if (!s->chart) start_chart(s, d->chart, d->chart_drawer);
     /* this rank's sampling: the same seed gives the same run (a resumed run
@@ -413,7 +270,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
         plan->images = s->inject.own;
         s->requested = s->batches;
         if (s->rank == 0)
-            say(s, "injection: each step %d of %d ranks share %d images each: a sender loads %d, every other rank "
+            session_say(s, "injection: each step %d of %d ranks share %d images each: a sender loads %d, every other rank "
                 "%d, and every batch is completed to %d", s->inject.senders, s->world, s->inject.shared,
                 s->inject.load, s->inject.own, s->inject.own + s->inject.senders * s->inject.shared);
     }
@@ -469,7 +326,7 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
     if ((st = selsync_inject_exchange(&s->comm, sz, s->senders, rows, row_len, *full, &bytes))) {
         free(*full);
         *full = NULL;
-        return comm_failed(s, st, "injection");
+        return session_comm_failed(s, st, "injection");
     }
     selsync_engine_note_injection(s->engine, bytes);
     *full_rows = batch;
@@ -481,7 +338,7 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
 selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer)
 {
     selsync_status st = s->engine ? selsync_engine_layer_ready(s->engine, layer) : SELSYNC_OK;
-    return st ? engine_failed(s, st) : SELSYNC_OK;
+    return st ? session_engine_failed(s, st) : SELSYNC_OK;
 }
 
 selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate)
@@ -492,7 +349,7 @@ selsync_status selsync_session_before_update(selsync_session *s, double loss, do
                     "(classifier train, detector train)", s->cfg.file);
     if (!s->engine && (st = start_engine(s))) return st;
     st = selsync_engine_before_update(s->engine, loss, learning_rate);
-    return st ? engine_failed(s, st) : SELSYNC_OK;
+    return st ? session_engine_failed(s, st) : SELSYNC_OK;
 }
 
 /* Rank 0: scores params (NULL: its own) and records the row. */
@@ -511,21 +368,21 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
     if (isnan(score)) return FAIL(s, SELSYNC_EIO, "evaluation failed");
     const char *what = strcmp(s->metric, "top1") ? "mAP@0.5" : "top-1";
     if (s->ssp) { /* the server has no steps of its own */
-        say(s, "final model: %s %.4f on %zu held-out images", what, score, s->heldout);
+        session_say(s, "final model: %s %.4f on %zu held-out images", what, score, s->heldout);
         return SELSYNC_OK;
     }
-    say(s, "step %llu: %s %.4f on %zu held-out images (%.2f s, not counted as training)",
+    session_say(s, "step %llu: %s %.4f on %zu held-out images (%.2f s, not counted as training)",
         (unsigned long long)selsync_session_steps(s), what, score, s->heldout, took);
     if (s->chart)
         selsync_chart_add_eval(s->chart, selsync_session_steps(s), selsync_engine_train_seconds(s->engine), s->metric,
                                score);
     selsync_status st = selsync_engine_log_eval(s->engine, s->metric, score, took);
-    return st ? engine_failed(s, st) : SELSYNC_OK;
+    return st ? session_engine_failed(s, st) : SELSYNC_OK;
 }
 
 /* After an evaluation or a checkpoint (which held the virtual clock from its
  * start): neither training time nor the virtual clock counts it. */
-static void training_resumes(selsync_session *s)
+void session_training_resumes(selsync_session *s)
 {
     selsync_engine_exclude_time(s->engine);
     selsync_virtual_hold(&s->comm, 0);
@@ -539,121 +396,19 @@ static selsync_status evaluate(selsync_session *s, uint64_t steps)
     selsync_virtual_hold(&s->comm, 1);
     const float *mean = selsync_engine_consensus(s->engine);
     uint8_t done = 1;
-    if (!mean) return engine_failed(s, SELSYNC_ECOMM);
+    if (!mean) return session_engine_failed(s, SELSYNC_ECOMM);
     if (s->rank == 0) st = record_evaluation(s, mean);
     if (st) return st;
-    if ((st = s->comm.ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "evaluation");
+    if ((st = s->comm.ops->bcast(s->comm.ctx, &done, 1, 0))) return session_comm_failed(s, st, "evaluation");
     s->evaluated = steps;
-    training_resumes(s);
-    return SELSYNC_OK;
-}
-
-/* Rank 0: the model to a temporary file beside the checkpoint, then the
- * state sealed onto it and renamed over the checkpoint (checkpoint.h). */
-static selsync_status write_checkpoint(selsync_session *s, const void *state, size_t len)
-{
-    char tmp[4200];
-    if (selsync_checkpoint_temp(s->checkpoint, tmp, sizeof tmp))
-        return FAIL(s, SELSYNC_EINVAL, "checkpoint path too long: %s", s->checkpoint);
-    if (s->host.save_model(s->host.user, tmp))
-        return FAIL(s, SELSYNC_EIO, "checkpoint %s: cannot write %s: %s", s->checkpoint, tmp, strerror(errno));
-    return selsync_checkpoint_seal(tmp, s->checkpoint, state, len, s->err, sizeof s->err);
-}
-
-/* Rank 0: waits for the process writing the last checkpoint, if any; its
- * failure (reported by itself) becomes the session's. */
-static selsync_status writer_done(selsync_session *s)
-{
-    int status = 0;
-    pid_t pid = s->writer;
-    if (pid <= 0) return SELSYNC_OK;
-    s->writer = 0;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return FAIL(s, SELSYNC_EIO, "checkpoint %s of step %" PRIu64 ": cannot wait for its writer: %s",
-                        s->checkpoint, s->writer_step, strerror(errno));
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return SELSYNC_OK;
-    if (WIFSIGNALED(status))
-        return FAIL(s, SELSYNC_EIO, "checkpoint %s of step %" PRIu64 ": its writer was killed by signal %d; the "
-                    "previous checkpoint is intact", s->checkpoint, s->writer_step, WTERMSIG(status));
-    return FAIL(s, SELSYNC_EIO, "checkpoint %s of step %" PRIu64 " was not written (its writer's message is "
-                "above); the previous checkpoint is intact", s->checkpoint, s->writer_step);
-}
-
-/* Rank 0: writes the checkpoint in a child process, a copy-on-write image
- * of this one at this moment, while training goes on; the child calls no
- * collective and leaves with _exit (no exit handlers: they belong to this
- * process). Where fork fails, here and now. */
-static selsync_status write_behind(selsync_session *s, const void *state, size_t len, uint64_t steps, double t0)
-{
-    fflush(stdout); /* not written twice: the child's buffers start empty */
-    fflush(stderr);
-    double forked = selsync_now();
-    pid_t pid = fork();
-    if (pid == 0) {
-        selsync_status st = write_checkpoint(s, state, len);
-        if (st) say(s, "%s", s->err);
-        else
-            say(s, "step %" PRIu64 ": checkpoint %s (%.1f MB, written in %.2f s beside training)", steps, s->checkpoint,
-                (double)len / 1e6, selsync_now() - forked);
-        fflush(stderr);
-        _exit(st ? 1 : 0);
-    }
-    if (pid > 0) {
-        s->writer = pid;
-        s->writer_step = steps;
-        return SELSYNC_OK;
-    }
-    selsync_status st = write_checkpoint(s, state, len);
-    if (!st)
-        say(s, "step %" PRIu64 ": checkpoint %s (%.1f MB, %.2f s; written while training waited: fork failed: %s)",
-            steps, s->checkpoint, (double)len / 1e6, selsync_now() - t0, strerror(errno));
-    return st;
-}
-
-/* Every checkpoint_every steps (all ranks): rank 0 gathers every rank's
- * state, waits for the previous checkpoint's writer and starts the next
- * (write_behind); every rank goes on training while it writes. */
-static selsync_status checkpoint(selsync_session *s, uint64_t steps)
-{
-    const selsync_comm_ops *ops = s->comm.ops;
-    double t0 = selsync_now();
-    size_t per_rank = sizeof(uint64_t) + selsync_engine_snapshot_size(s->engine);
-    size_t len = sizeof(checkpoint_head) + (s->rank == 0 ? (size_t)s->world : 1) * per_rank;
-    uint8_t *buf = malloc(len), *mine = buf + sizeof(checkpoint_head), done = 1;
-    uint64_t next = s->trained_sample;
-    selsync_status st = SELSYNC_OK;
-    if (!buf) return FAIL(s, SELSYNC_ENOMEM, "out of memory for a checkpoint");
-    selsync_virtual_hold(&s->comm, 1);
-    memcpy(mine, &next, sizeof next);
-    if ((st = selsync_engine_snapshot(s->engine, mine + sizeof next, per_rank - sizeof next))) {
-        st = engine_failed(s, st);
-    } else if (s->rank != 0) {
-        if ((st = ops->send(s->comm.ctx, 0, 0, mine, per_rank))) st = comm_failed(s, st, "checkpoint");
-    } else {
-        for (int r = 1; r < s->world && !st; ++r)
-            if ((st = ops->recv(s->comm.ctx, r, 0, mine + (size_t)r * per_rank, per_rank, NULL)))
-                st = comm_failed(s, st, "checkpoint");
-        checkpoint_head h = {{0}, s->world, 0, per_rank, s->batches};
-        memcpy(h.magic, checkpoint_magic, sizeof h.magic);
-        memcpy(buf, &h, sizeof h);
-        if (!st) st = writer_done(s);
-        if (!st) st = write_behind(s, buf, len, steps, t0);
-    }
-    free(buf);
-    if (st) return st;
-    /* every rank waits until rank 0 has the states: no one's training */
-    if ((st = ops->bcast(s->comm.ctx, &done, 1, 0))) return comm_failed(s, st, "checkpoint");
-    s->checkpoints++;
-    s->checkpoint_wait += selsync_now() - t0;
-    training_resumes(s);
+    session_training_resumes(s);
     return SELSYNC_OK;
 }
 
 selsync_status selsync_session_after_update(selsync_session *s)
 {
     selsync_status st;
-    if ((st = selsync_engine_after_update(s->engine))) return engine_failed(s, st);
+    if ((st = selsync_engine_after_update(s->engine))) return session_engine_failed(s, st);
     uint64_t steps = selsync_session_steps(s);
     if (s->chart) {
         const selsync_step *x = selsync_engine_last_step(s->engine);
@@ -663,7 +418,7 @@ selsync_status selsync_session_after_update(selsync_session *s)
                                x->decision == SELSYNC_SYNC_STEP, t.bytes_sent);
     }
     if (s->cfg.checkpoint_every > 0 && steps % (uint64_t)s->cfg.checkpoint_every == 0 &&
-        (st = checkpoint(s, steps)))
+        (st = session_checkpoint(s, steps)))
         return st;
     int evaluating = s->metric && !s->ssp && steps % (uint64_t)s->cfg.eval_every == 0;
     if (evaluating && (st = evaluate(s, steps))) return st;
@@ -696,7 +451,7 @@ static selsync_status summary(selsync_session *s, FILE *out)
                     (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network,
                     vc.paused, (double)vc.pauses};
     if (s->ssp && s->rank == 0) memset(v, 0, sizeof v);
-    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 16))) return comm_failed(s, st, "gathering the summary");
+    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 16))) return session_comm_failed(s, st, "gathering the summary");
     if (s->rank != 0) return SELSYNC_OK;
     for (int i = 0; i < 16; ++i) v[i] /= parts(s);
     double comm = v[3] + v[4] + v[5], share = v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0;
@@ -754,7 +509,7 @@ selsync_status selsync_session_bn_combine(selsync_session *s, size_t channels, c
                                           int unbiased, float *mean, float *variance)
 {
     selsync_status st = s->comm.ops->sum_f64(s->comm.ctx, acc, 3 * channels);
-    if (st) return comm_failed(s, st, "BatchNorm recalibration");
+    if (st) return session_comm_failed(s, st, "BatchNorm recalibration");
     selsync_bn_finish(acc, channels, shift, unbiased, mean, variance);
     return SELSYNC_OK;
 }
@@ -784,12 +539,12 @@ static selsync_status recalibrate(selsync_session *s)
             k += s->model.tensors[i].count;
         }
     free(stats);
-    if (st) return comm_failed(s, st, "BatchNorm recalibration");
+    if (st) return session_comm_failed(s, st, "BatchNorm recalibration");
     s->err[0] = '\0';
     if (s->host.recalibrate(s->host.user, s, (size_t)s->cfg.bn_recalibrate))
         return s->err[0] ? SELSYNC_ECOMM : FAIL(s, SELSYNC_EIO, "BatchNorm recalibration failed");
     if (s->rank == 0)
-        say(s, "BatchNorm statistics of the final model re-estimated on up to %d training samples per rank "
+        session_say(s, "BatchNorm statistics of the final model re-estimated on up to %d training samples per rank "
             "(%.2f s, not counted as training)", s->cfg.bn_recalibrate, selsync_now() - t0);
     selsync_engine_exclude_time(s->engine);
     return SELSYNC_OK;
@@ -803,13 +558,13 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out)
         const char *path = getenv("SELSYNC_SSP_TRACE");
         FILE *trace = path && *path ? fopen(path, "w") : NULL;
         if (path && *path && !trace) return FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: cannot write it", path);
-        say(s, "ssp: rank 0 serves %d workers (ranks 1-%d), staleness bound %d", s->world - 1, s->world - 1,
+        session_say(s, "ssp: rank 0 serves %d workers (ranks 1-%d), staleness bound %d", s->world - 1, s->world - 1,
             s->cfg.ssp_staleness);
-        if ((st = selsync_engine_serve(s->engine, trace, &s->served))) st = engine_failed(s, st);
+        if ((st = selsync_engine_serve(s->engine, trace, &s->served))) st = session_engine_failed(s, st);
         if (trace && fclose(trace) && !st) st = FAIL(s, SELSYNC_EIO, "SELSYNC_SSP_TRACE=%s: write failed", path);
         if (st) return st;
     }
-    if (s->rank == 0 && (st = writer_done(s))) return st; /* the last checkpoint is whole when the job ends */
+    if (s->rank == 0 && (st = session_writer_done(s))) return st; /* the last checkpoint is whole when the job ends */
     if (selsync_engine_finish(s->engine))
         return FAIL(s, SELSYNC_ECOMM, "final average: %s", selsync_engine_error(s->engine));
     selsync_virtual_hold(&s->comm, 1); /* training ends with the final average */

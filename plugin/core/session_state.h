@@ -1,0 +1,79 @@
+/* The session's state, shared by its files (session.c: loading, the
+ * data, the steps, evaluations and the end; session_checkpoint.c:
+ * checkpoints, written and resumed). Internal to the core. */
+#ifndef SELSYNC_SESSION_STATE_H
+#define SELSYNC_SESSION_STATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "selsync/chart.h"
+#include "selsync/engine.h"
+#include "selsync/inject.h"
+#include "selsync/session.h"
+#include "selsync/ssp.h"
+
+#include "internal.h"
+
+struct selsync_session {
+    selsync_config cfg;
+    selsync_comm comm;
+    selsync_host host;
+    int rank, world;
+    int ssp;                     /* method ssp: rank 0 serves, the others work */
+    selsync_model model;
+    selsync_engine *engine;      /* from begin (or the first step) on */
+    size_t *order, count;        /* this rank's samples */
+    size_t samples;              /* the training list's (0: the host feeds its own data) */
+    size_t next_sample;          /* sequential plan: position of the walk (loader threads) */
+    size_t trained_sample;       /* next_sample after the batches loaded so far */
+    selsync_inject_sizes inject; /* inject.senders == 0: no injection */
+    int *senders;                /* injection: this step's senders */
+    uint64_t batches;            /* injection: batches trained so far (index of the next one) */
+    uint64_t requested;          /* injection: loads requested so far (index of the next one) */
+    uint64_t images_loaded;      /* injection: own images loaded ... */
+    uint64_t loads;              /* ... in this many batches */
+    void *resume;                /* a checkpoint's state, until the engine takes it */
+    size_t resume_len;
+    char resume_from[4096];      /* the checkpoint file it came from (messages) */
+    char checkpoint[4096];       /* the checkpoint file rank 0 writes */
+    pid_t writer;                /* rank 0: the process writing the last checkpoint (0: none) */
+    uint64_t writer_step;        /* its step */
+    uint64_t checkpoints;        /* checkpoints taken ... */
+    double checkpoint_wait;      /* ... and the seconds training stood still for them */
+    const char *metric;          /* evaluation: "top1" or "map50"; NULL: off */
+    size_t heldout;              /* evaluation: held-out samples */
+    uint64_t evaluated;          /* steps done at the last evaluation */
+    selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
+    selsync_chart *chart;        /* the console rank, with chart_every: the training chart */
+    char host_name[64];          /* this rank's host, for messages */
+    char err[2048];
+};
+
+#define FAIL(s, st, ...) selsync_fail((s)->err, sizeof (s)->err, (st), __VA_ARGS__)
+
+/* session.c */
+/* One line to stderr, "selsync: rank R: " first where there are ranks. */
+void session_say(const selsync_session *s, const char *fmt, ...) SELSYNC_PRINTF(2, 3);
+/* A failed collective: the transport's message, naming what was done. */
+selsync_status session_comm_failed(selsync_session *s, selsync_status st, const char *what);
+/* The engine failed with st: its message and status become the session's. */
+selsync_status session_engine_failed(selsync_session *s, selsync_status st);
+/* After an evaluation or a checkpoint (which held the virtual clock from
+ * its start): neither training time nor the virtual clock counts it. */
+void session_training_resumes(selsync_session *s);
+
+/* session_checkpoint.c */
+/* In load (every rank): rank 0 reads the checkpoint at weights (required:
+ * the host knows it as one) and every rank receives its state, or the
+ * reason it was refused. */
+selsync_status session_checkpoint_share(selsync_session *s, const char *weights, int required);
+/* With the engine created: takes this rank's part of the shared state. */
+selsync_status session_resume(selsync_session *s);
+/* Every checkpoint_every steps (all ranks). */
+selsync_status session_checkpoint(selsync_session *s, uint64_t steps);
+/* Rank 0: waits for the process writing the last checkpoint, if any. */
+selsync_status session_writer_done(selsync_session *s);
+
+#endif
