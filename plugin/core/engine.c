@@ -107,9 +107,10 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if (world < 1 || rank < 0 || rank >= world)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] communicator reports rank %d of %d", rank, world);
     if ((st = selsync_config_check_world(cfg, world, err, errlen)) != SELSYNC_OK) return st;
-    if ((selsync_config_drift(cfg) ||
-         (cfg->method == SELSYNC_METHOD_SELSYNC && (cfg->lag > 0 || cfg->agree == SELSYNC_AGREE_MEAN))) &&
-        !ops->sum_f64)
+    /* the agreement is a sum of doubles (agree64) with drift, agree = mean or lag */
+    int agree_sums = selsync_config_drift(cfg) ||
+                     (cfg->method == SELSYNC_METHOD_SELSYNC && (cfg->lag > 0 || cfg->agree == SELSYNC_AGREE_MEAN));
+    if (agree_sums && !ops->sum_f64)
         return selsync_fail(err, errlen, SELSYNC_EINVAL, "[selsync] drift, lag and agree = mean need a communicator "
                     "with sum_f64; '%s' has none", ops->name ? ops->name : "");
     if (cfg->method == SELSYNC_METHOD_SSP && (!ops->send || !ops->recv))
@@ -163,9 +164,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if ((selsync_config_drift(cfg) || selsync_config_outer(cfg)) &&
         !(e->anchor = malloc((n_trained + 1) * sizeof *e->anchor)))
         goto nomem;
-    if ((selsync_config_drift(cfg) ||
-         (cfg->method == SELSYNC_METHOD_SELSYNC && (cfg->agree == SELSYNC_AGREE_MEAN || cfg->lag > 0))) &&
-        !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
+    if (agree_sums && !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
         goto nomem;
     if (cfg->method == SELSYNC_METHOD_SELSYNC && cfg->lag > 0 &&
         (!(e->lag_sums = calloc((size_t)cfg->lag * (e->n_groups + 2), sizeof *e->lag_sums)) ||

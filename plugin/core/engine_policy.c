@@ -178,7 +178,7 @@ static selsync_status agree_lagged(selsync_engine *e, size_t n, int *known)
 
 selsync_status policy_lag_drain(selsync_engine *e)
 {
-    uint64_t lag = e->lag_state ? (uint64_t)e->cfg.lag : 0;
+    uint64_t lag = policy_lag(e);
     for (uint64_t j = 0; j < lag; j++) { /* the slots of steps step - lag .. step - 1 */
         size_t slot = (size_t)((e->step + j) % lag);
         if (e->lag_state[slot] != LAG_STARTED) continue;
@@ -260,7 +260,7 @@ selsync_status policy_decide(selsync_engine *e, int bad)
         /* no agreement yet; the max_local guard; the drift rule, on a drift
          * measured after the last average (with lag K: K local steps since) */
         all = !known || policy_forced(e) ||
-              (e->cur.drift > e->cfg.drift && e->local_run >= (e->lag_state ? (uint64_t)e->cfg.lag : 0));
+              (e->cur.drift > e->cfg.drift && e->local_run >= policy_lag(e));
         break;
     }
     case SELSYNC_METHOD_BSP:

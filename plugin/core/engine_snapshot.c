@@ -34,7 +34,7 @@ static size_t snapshot_floats(const selsync_engine *e, int has_snap, int has_anc
 /* lag: the slots' states, then their sums. */
 static size_t lag_bytes(const selsync_engine *e)
 {
-    size_t lag = e->lag_state ? (size_t)e->cfg.lag : 0;
+    size_t lag = (size_t)policy_lag(e);
     return lag * (1 + (e->n_groups + 2) * sizeof(double));
 }
 
@@ -85,7 +85,7 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
     snapshot_head h = {{0}, e->n_track, (uint64_t)e->cfg.window, e->n_params, e->n_trained, e->snap != NULL,
                        e->step, e->ratio_n, e->local_run, e->ratio, e->t_mark - e->t_start, e->delta, e->tot,
                        e->prev_lr, (uint64_t)e->sync_done, e->anchor != NULL, e->outer_u != NULL,
-                       e->lag_state ? (uint64_t)e->cfg.lag : 0};
+                       policy_lag(e)};
     uint8_t *pos = buf;
     memcpy(h.magic, snapshot_magic, sizeof h.magic);
     field(&pos, &h, sizeof h, 1);
@@ -175,7 +175,7 @@ static selsync_status check_snapshot(selsync_engine *e, const void *buf, size_t 
     if (len != selsync_engine_snapshot_size(e) ||
         h->n_track != e->n_track || h->window != (uint64_t)e->cfg.window || h->n_params != e->n_params ||
         h->n_trained != e->n_trained || h->has_snap != (e->snap != NULL) || h->has_anchor != (e->anchor != NULL) ||
-        h->has_outer != (e->outer_u != NULL) || h->lag != (e->lag_state ? (uint64_t)e->cfg.lag : 0))
+        h->has_outer != (e->outer_u != NULL) || h->lag != policy_lag(e))
         return EFAIL(e, SELSYNC_EMISMATCH, "[selsync] the saved state was written for another network or "
                      "another [selsync] window, granularity, drift, lag or outer step (%zu bytes; this run needs %zu)", len,
                      selsync_engine_snapshot_size(e));

@@ -149,6 +149,8 @@ void policy_note_rate(selsync_engine *e, double lr);
  * anchor becomes their params (drift, outer step). */
 void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr);
 enum { LAG_EMPTY = 0, LAG_STARTED, LAG_KNOWN };
+/* The lag in force: cfg.lag where the engine keeps slots (selsync), else 0. */
+static inline uint64_t policy_lag(const selsync_engine *e) { return e->lag_state ? (uint64_t)e->cfg.lag : 0; }
 /* lag: completes the agreements still summing, oldest first. */
 selsync_status policy_lag_drain(selsync_engine *e);
 /* Fills e->chosen, e->member, e->n_members and e->scale for this step
