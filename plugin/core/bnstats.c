@@ -38,3 +38,33 @@ size_t selsync_bn_finish(const double *acc, size_t channels, const float *shift,
     }
     return set;
 }
+
+void selsync_bn_accumulate_moments(double *acc, size_t channels, size_t count, const float *mean,
+                                   const float *variance)
+{
+    double n = (double)count, *cnt = acc, *sum = acc + channels, *sumsq = acc + 2 * channels;
+    for (size_t c = 0; c < channels; ++c) {
+        double m = (double)mean[c];
+        cnt[c] += n;
+        sum[c] += n * m;
+        sumsq[c] += (count > 1 ? (n - 1) * (double)variance[c] : 0.0) + n * m * m;
+    }
+}
+
+void selsync_bn_gradient_pack(double *buf, size_t channels, size_t count, const float *a, const float *b)
+{
+    buf[0] = (double)count;
+    for (size_t c = 0; c < channels; ++c) {
+        buf[1 + c] = (double)a[c];
+        buf[1 + channels + c] = (double)b[c];
+    }
+}
+
+void selsync_bn_gradient_unpack(const double *buf, size_t channels, size_t count, float *a, float *b)
+{
+    double share = buf[0] > 0 ? (double)count / buf[0] : 1.0;
+    for (size_t c = 0; c < channels; ++c) {
+        a[c] = (float)(buf[1 + c] * share);
+        b[c] = (float)(buf[1 + channels + c] * share);
+    }
+}

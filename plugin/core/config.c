@@ -231,6 +231,7 @@ static const char *p_aggregate(selsync_config *c, const char *v)
 static const char *p_overlap(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->overlap); }
 static const char *p_bucket_mb(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1024, &c->bucket_mb); }
 static const char *p_sync_bn(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_bn_stats); }
+static const char *p_sync_batchnorm(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_batchnorm); }
 static const char *p_fedavg_interval(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->fedavg_interval); }
 static const char *p_fedavg_fraction(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1, &c->fedavg_fraction); }
 static const char *p_ssp_staleness(selsync_config *c, const char *v) { return parse_int(v, 0, 1000000, &c->ssp_staleness); }
@@ -321,6 +322,7 @@ static const struct key_info {
     [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
     [SELSYNC_KEY_SYNC_BN_STATS] = {p_sync_bn, ALL_METHODS, "0, 1"},
+    [SELSYNC_KEY_SYNC_BATCHNORM] = {p_sync_batchnorm, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "0, 1"},
     [SELSYNC_KEY_FEDAVG_INTERVAL] = {p_fedavg_interval, BIT(SELSYNC_METHOD_FEDAVG), "an integer from 1 to 1000000"},
     [SELSYNC_KEY_FEDAVG_FRACTION] = {p_fedavg_fraction, BIT(SELSYNC_METHOD_FEDAVG), "a real number in (0,1]"},
     [SELSYNC_KEY_SSP_STALENESS] = {p_ssp_staleness, BIT(SELSYNC_METHOD_SSP), "an integer from 0 to 1000000"},
@@ -633,8 +635,10 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     PUT(" aggregate=%s", c->aggregate == SELSYNC_AGGREGATE_GRADS ? "grads" : "params");
     if (keys[SELSYNC_KEY_OVERLAP].methods & BIT(c->method)) PUT(" overlap=%d", c->overlap);
     if (c->aggregate == SELSYNC_AGGREGATE_GRADS) PUT(" bucket_mb=%g", c->bucket_mb);
-    PUT(" sync_bn_stats=%d bn_recalibrate=%d seed=%llu; %d process%s", c->sync_bn_stats, c->bn_recalibrate,
-        (unsigned long long)c->seed, world, world == 1 ? "" : "es");
+    PUT(" sync_bn_stats=%d", c->sync_bn_stats);
+    if (c->sync_batchnorm) PUT(" sync_batchnorm=1");
+    PUT(" bn_recalibrate=%d seed=%llu; %d process%s", c->bn_recalibrate, (unsigned long long)c->seed, world,
+        world == 1 ? "" : "es");
 #undef PUT
 }
 

@@ -7,7 +7,9 @@
  *               bcast(state)
  *   begin       the agreement on the training list; (ssp workers: the
  *               engine's initial pull)
- *   each step   [injection: one bcast per sender], the engine's agreement
+ *   each step   [injection: one bcast per sender]; [sync_batchnorm: one
+ *               sum_f64 per normalised layer in the forward pass, one in
+ *               the backward pass (selsync_session_bn_share)]; the engine's agreement
  *               and transfer; when due: the consensus sum and bcast(done)
  *               (evaluation), send/recv to rank 0 and bcast(done)
  *               (checkpoint)
@@ -514,6 +516,31 @@ selsync_status selsync_session_bn_combine(selsync_session *s, size_t channels, c
     return SELSYNC_OK;
 }
 
+selsync_status selsync_session_bn_share(selsync_session *s, int gradient, size_t channels, size_t count, float *a,
+                                        float *b)
+{
+    size_t n = gradient ? 1 + 2 * channels : 3 * channels;
+    if (n > s->bn_cap) {
+        double *grown = realloc(s->bn_buf, n * sizeof *grown);
+        if (!grown) return FAIL(s, SELSYNC_ENOMEM, "out of memory for the synchronised BatchNorm's sums");
+        s->bn_buf = grown;
+        s->bn_cap = n;
+    }
+    if (gradient) {
+        selsync_bn_gradient_pack(s->bn_buf, channels, count, a, b);
+    } else {
+        memset(s->bn_buf, 0, n * sizeof *s->bn_buf);
+        selsync_bn_accumulate_moments(s->bn_buf, channels, count, a, b);
+    }
+    selsync_status st = s->comm.ops->sum_f64(s->comm.ctx, s->bn_buf, n);
+    if (st) return session_comm_failed(s, st, "synchronised BatchNorm");
+    if (gradient)
+        selsync_bn_gradient_unpack(s->bn_buf, channels, count, a, b);
+    else
+        selsync_bn_finish(s->bn_buf, channels, NULL, 1, a, b);
+    return SELSYNC_OK;
+}
+
 /* After the final average (the virtual clock held), every rank: rank 0's
  * BatchNorm statistics to all (so every rank shifts its sums by the same
  * means), then the host re-estimates them layer by layer over every rank's
@@ -619,5 +646,6 @@ void selsync_session_destroy(selsync_session *s)
     free(s->order);
     free(s->senders);
     free(s->resume);
+    free(s->bn_buf);
     free(s);
 }

@@ -48,6 +48,8 @@ struct selsync_session {
     selsync_ssp_stats served;    /* ssp, rank 0: the server's figures */
     selsync_chart *chart;        /* the console rank, with chart_every: the training chart */
     char host_name[64];          /* this rank's host, for messages */
+    double *bn_buf;              /* sync_batchnorm: a layer's sums */
+    size_t bn_cap;               /* ... doubles allocated */
     char err[2048];
 };
 

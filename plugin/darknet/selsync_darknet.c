@@ -29,6 +29,9 @@
  *                   recalibration on this rank's first training files,
  *                   evaluation, summary)
  *   BEFORE_SAVE     only rank 0 writes weights
+ *   BATCHNORM_STATISTICS / BATCHNORM_GRADIENT   sync_batchnorm: every
+ *                   normalised layer's batch statistics and their gradients
+ *                   summed over the ranks (net->batchnorm_shared is set)
  *
  * The evaluator (rank 0) is a second instance of the network (batch 1) for
  * the held-out list (valid= of the trainer's data file): top-1 for a
@@ -521,6 +524,12 @@ static int on_event(network *net, network_event event, void *arg, void *user)
         if (((*net->seen) / net->batch) % net->subdivisions == 0)
             return check(a, selsync_session_layer_ready(a->session, (size_t)*(int *)arg));
         return 0;
+    case BATCHNORM_STATISTICS:
+    case BATCHNORM_GRADIENT: {
+        batchnorm_batch *b = arg;
+        return check(a, selsync_session_bn_share(a->session, event == BATCHNORM_GRADIENT, (size_t)b->channels,
+                                                 (size_t)b->count, b->a, b->b));
+    }
     }
     return 0;
 }
@@ -529,7 +538,8 @@ static int on_event(network *net, network_event event, void *arg, void *user)
 #define HANDLED_EVENTS (NETWORK_EVENT_BIT(NETWORK_LOADED) | NETWORK_EVENT_BIT(TRAIN_BEGIN) | \
     NETWORK_EVENT_BIT(BATCH_REQUESTED) | NETWORK_EVENT_BIT(BATCH_LOADED) | NETWORK_EVENT_BIT(BEFORE_UPDATE) | \
     NETWORK_EVENT_BIT(AFTER_UPDATE) | NETWORK_EVENT_BIT(ITERATION_PRINTED) | NETWORK_EVENT_BIT(TRAIN_END) | \
-    NETWORK_EVENT_BIT(BEFORE_SAVE) | NETWORK_EVENT_BIT(LAYER_BACKWARD_DONE))
+    NETWORK_EVENT_BIT(BEFORE_SAVE) | NETWORK_EVENT_BIT(LAYER_BACKWARD_DONE) | \
+    NETWORK_EVENT_BIT(BATCHNORM_STATISTICS) | NETWORK_EVENT_BIT(BATCHNORM_GRADIENT))
 
 /* --- the [selsync] section --------------------------------------------------- */
 
@@ -588,6 +598,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     }
     a->next = ad->attached;
     ad->attached = a;
+    net->batchnorm_shared = a->cfg.sync_batchnorm;
     if (ad->rank == 0) {
         char text[512];
         selsync_config_describe(&a->cfg, ad->world, text, sizeof text);

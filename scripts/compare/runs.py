@@ -57,6 +57,10 @@ def methods(steps, extra=False):
         for k in (1, 2, 4):  # the defaults with each step's agreement completed k steps later
             out.append(("selsync-lag-%d" % k, "SelSync, defaults, agreement completed %d step%s later"
                         % (k, "" if k == 1 else "s"), {"method": "selsync", "lag": k}))
+        for key, label, base in (("bsp", "BSP", {"method": "bsp"}), ("selsync", "SelSync, defaults", {"method": "selsync"}),
+                                 ("fedavg-4", "FedAvg every 4", {"method": "fedavg", "fedavg_interval": 4})):
+            # every training batch normalised with the statistics of all ranks' batches together
+            out.append((key + "-syncbn", label + ", synchronised BatchNorm", {**base, "sync_batchnorm": 1}))
         out.append(("selsync-mean-drift-1e-3-lag-2", "SelSync, Δ's mean, drift rule at 1e-3, agreement 2 steps later",
                     {"method": "selsync", "agree": "mean", "drift": "1e-3", "lag": 2}))
         for k in (2, 8, 16):

@@ -6,6 +6,9 @@
 #    also with 400-byte buckets (a sum per tensor);
 #  - bsp with its gradient buckets summed during the backward pass (overlap)
 #    gives the bits of bsp that sums them after it;
+#  - with BatchNorm, bsp with sync_batchnorm=1 equals one process with
+#    RANKS times the batch (also with buckets summed meanwhile); without it
+#    it does not;
 #  - after every synchronisation all ranks hold bitwise identical parameters,
 #    and decisions are identical on all ranks;
 #  - delta=0 synchronises every step, a huge delta (drift=0) only during warm-up;
@@ -63,6 +66,31 @@ bucket_mb=0.0004" >"$work/bsp-buckets$o.cfg"
 done
 grep -q "^selsync: summary: gradients averaged in [0-9]* buckets of 0.0004 MB" "$work/log" \
     && ok || bad "($np ranks) bsp: no summary of 400-byte buckets"
+
+# --- sync_batchnorm: with BatchNorm, bsp equals one process with np x batch
+# only when every layer normalises all ranks' batches as one (forward
+# statistics and backward sums), also with the gradient buckets summed on
+# the background thread while the backward pass sums the BatchNorm's
+cfg 4 1 "" >"$work/bn-init.cfg"
+cfg $((4 * np)) 1 "" >"$work/bn-big.cfg"
+"$prog" "$work/bn-init.cfg" 0 "$work/bn-init" --save "$work/bn-init.weights" >>"$work/log" 2>&1
+"$prog" "$work/bn-big.cfg" 10 "$work/bn-big" --init "$work/bn-init.weights" --save "$work/bn-big.weights" \
+    >>"$work/log" 2>&1
+for v in "sync_batchnorm=1" "sync_batchnorm=1
+bucket_mb=0.0004"; do
+    cfg 4 1 "method=bsp
+$v" >"$work/bn-sync.cfg"
+    run "$work/bn-sync.cfg" 10 "$work/bn-sync" --background-sums --init "$work/bn-init.weights" \
+        --save "$work/bn-sync.weights" || bad "($np ranks) bsp with $v failed"
+    python3 "$here/compare_weights.py" "$work/bn-sync.weights" "$work/bn-big.weights" 1e-5 \
+        && ok || bad "($np ranks) bsp with BatchNorm and $(echo $v) differs from one process with batch $((4 * np))"
+done
+grep -q "sync_batchnorm=1" "$work/log" && ok || bad "($np ranks) the cfg line does not show sync_batchnorm=1"
+cfg 4 1 "method=bsp" >"$work/bn-local.cfg"
+run "$work/bn-local.cfg" 10 "$work/bn-local" --init "$work/bn-init.weights" --save "$work/bn-local.weights" \
+    || bad "($np ranks) bsp with BatchNorm failed"
+python3 "$here/compare_weights.py" "$work/bn-local.weights" "$work/bn-big.weights" 1e-3 >>"$work/log" \
+    && bad "($np ranks) control: bsp with each rank's own BatchNorm statistics equals the one process" || ok
 
 # every rank's hash after STEP ("final" for the end): identical on all ranks?
 same_hashes() { # PREFIX STEP

@@ -1,6 +1,7 @@
 /* Unit tests for BatchNorm statistics summed over ranks
  * (plugin/core/bnstats.c): per-rank sums added as the ranks' sum of
- * doubles adds them give the mean and variance of the concatenated data. */
+ * doubles adds them give the mean and variance of the concatenated data;
+ * the synchronised BatchNorm's moments and gradient shares. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -145,6 +146,58 @@ static void test_edges(void **state)
     assert_true(v >= 0.f && v < 1e-12f);
 }
 
+/* Each rank's batch known only by its own mean and variance (n - 1), as a
+ * training pass has them: added as moments, the ranks' sum finishes to the
+ * statistics of all their values together. */
+static void test_moments_combine(void **state)
+{
+    (void)state;
+    const size_t batch[RANKS] = {7, 1, 3, 12};
+    float *x[RANKS];
+    double total[3 * CHANNELS] = {0};
+    for (int r = 0; r < RANKS; ++r) {
+        double own[3 * CHANNELS] = {0};
+        float m[CHANNELS], v[CHANNELS];
+        x[r] = rank_values(r, batch[r], 0.0);
+        selsync_bn_accumulate(own, CHANNELS, x[r], batch[r], SPATIAL, NULL);
+        selsync_bn_finish(own, CHANNELS, NULL, 1, m, v);
+        selsync_bn_accumulate_moments(total, CHANNELS, batch[r] * SPATIAL, m, v);
+    }
+    float mean[CHANNELS], var[CHANNELS];
+    assert_int_equal(selsync_bn_finish(total, CHANNELS, NULL, 1, mean, var), CHANNELS);
+    for (size_t c = 0; c < CHANNELS; ++c) {
+        double m, v;
+        reference(x, batch, c, 1, &m, &v);
+        if (fabs(mean[c] - m) > 1e-6 * fabs(m) + 1e-6) fail_msg("channel %zu: mean %.9g, expected %.9g", c, mean[c], m);
+        if (fabs(var[c] - v) > 1e-5 * v) fail_msg("channel %zu: variance %.9g, expected %.9g", c, var[c], v);
+    }
+    for (int r = 0; r < RANKS; ++r) free(x[r]);
+}
+
+/* The backward pass's gradients: summed over the ranks and scaled by each
+ * rank's share of the total count (3 of 3 + 5 + 8 here). */
+static void test_gradient_share(void **state)
+{
+    (void)state;
+    const size_t count[3] = {3, 5, 8};
+    const float a[3][2] = {{1.f, -2.f}, {0.5f, 4.f}, {-3.f, 1.f}}, b[3][2] = {{2.f, 0.f}, {2.f, 1.f}, {4.f, -1.f}};
+    double total[1 + 2 * 2] = {0};
+    for (int r = 0; r < 3; ++r) {
+        double buf[1 + 2 * 2];
+        selsync_bn_gradient_pack(buf, 2, count[r], a[r], b[r]);
+        for (int i = 0; i < 5; ++i) total[i] += buf[i];
+    }
+    float ga[2], gb[2];
+    selsync_bn_gradient_unpack(total, 2, count[0], ga, gb);
+    assert_true(fabsf(ga[0] - (-1.5f * 3.f / 16.f)) < 1e-7f && fabsf(ga[1] - (3.f * 3.f / 16.f)) < 1e-7f);
+    assert_true(fabsf(gb[0] - (8.f * 3.f / 16.f)) < 1e-7f && fabsf(gb[1] - 0.f) < 1e-7f);
+    /* one rank alone: unchanged */
+    double one[5];
+    selsync_bn_gradient_pack(one, 2, 4, a[0], b[0]);
+    selsync_bn_gradient_unpack(one, 2, 4, ga, gb);
+    assert_true(ga[0] == a[0][0] && ga[1] == a[0][1] && gb[0] == b[0][0] && gb[1] == b[0][1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -152,6 +205,8 @@ int main(void)
         cmocka_unit_test(test_combination_shifted),
         cmocka_unit_test(test_between_rank_term),
         cmocka_unit_test(test_edges),
+        cmocka_unit_test(test_moments_combine),
+        cmocka_unit_test(test_gradient_share),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -338,7 +338,7 @@ static void test_unknown_key(void **state)
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
                                 "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, agree, drift, lag, outer_momentum, outer_lr, aggregate, overlap, "
                                 "bucket_mb, "
-                                "sync_bn_stats, fedavg_interval, "
+                                "sync_bn_stats, sync_batchnorm, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
                                 "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate");
 }
@@ -725,6 +725,28 @@ static void word_key_refusals(fixture *f, const char *key, const char *bad, cons
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
     snprintf(want, sizeof want, ":3: [selsync] %s = '%s': does not apply to method = %s", key, good, method);
     assert_contains(f->err, want);
+}
+
+/* sync_batchnorm: 0 (default) or 1, every method but ssp (rank 0 there
+ * serves and runs no training pass); the cfg line shows it when on. */
+static void test_sync_batchnorm_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.sync_batchnorm, 0);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_null(strstr(f->err, "sync_batchnorm"));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "sync_batchnorm", "1", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.sync_batchnorm, 1);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_contains(f->err, " sync_bn_stats=1 sync_batchnorm=1 bn_recalibrate=0");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "sync_batchnorm", "2", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] sync_batchnorm = '2': out of range; allowed: 0, 1");
+    word_key_refusals(f, "sync_batchnorm", "yes", "allowed: 0, 1", "1", "ssp");
 }
 
 /* sync_until: none (default), decay, burn_in; selsync only. */
@@ -1239,6 +1261,7 @@ int main(void)
         T(test_sync_until_key),
         T(test_agree_key),
         T(test_lag_key),
+        T(test_sync_batchnorm_key),
         T(test_drift_key),
         T(test_outer_keys),
         T(test_overlap_keys),

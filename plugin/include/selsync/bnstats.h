@@ -26,4 +26,20 @@ void selsync_bn_accumulate(double *acc, size_t channels, const float *x, size_t 
 size_t selsync_bn_finish(const double *acc, size_t channels, const float *shift, int unbiased, float *mean,
                          float *variance);
 
+/* Adds a batch known by its statistics to acc (shift 0): `count` values
+ * per channel with these means and variances (divisor count - 1). After the
+ * ranks' sum, selsync_bn_finish(acc, channels, NULL, 1, ...) gives the
+ * statistics of all their values together. */
+void selsync_bn_accumulate_moments(double *acc, size_t channels, size_t count, const float *mean,
+                                   const float *variance);
+
+/* The backward pass of a batch normalised with all ranks' statistics. Each
+ * rank packs its batch's per-channel gradients of the mean and variance
+ * (a, b; `count` values per channel) into buf, 1 + 2*channels doubles; the
+ * ranks sum buf; unpack sets a and b to their sums times count / (the total
+ * count), so that the rank's division by its own count divides by the
+ * total. */
+void selsync_bn_gradient_pack(double *buf, size_t channels, size_t count, const float *a, const float *b);
+void selsync_bn_gradient_unpack(const double *buf, size_t channels, size_t count, float *a, float *b);
+
 #endif

@@ -78,6 +78,7 @@ typedef enum selsync_partition {
     X(OVERLAP, "overlap")                 \
     X(BUCKET_MB, "bucket_mb")             \
     X(SYNC_BN_STATS, "sync_bn_stats")     \
+    X(SYNC_BATCHNORM, "sync_batchnorm")   \
     X(FEDAVG_INTERVAL, "fedavg_interval") \
     X(FEDAVG_FRACTION, "fedavg_fraction") \
     X(SSP_STALENESS, "ssp_staleness")     \
@@ -138,6 +139,8 @@ typedef struct selsync_config {
                                       (aggregate = grads), a parameter average the next step (params) */
     double bucket_mb;              /* MB (10^6 bytes) of gradients per sum, > 0 */
     int sync_bn_stats;             /* 0/1: also average BN rolling statistics */
+    int sync_batchnorm;            /* 0/1: every training batch normalised with the statistics of all
+                                      ranks' batches together (synchronised BatchNorm) */
     int fedavg_interval;           /* steps between averages, >= 1 */
     double fedavg_fraction;        /* fraction C of ranks in an average, (0,1] */
     int ssp_staleness;             /* staleness bound s, >= 0 */

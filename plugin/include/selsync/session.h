@@ -174,6 +174,17 @@ selsync_status selsync_session_end(selsync_session *s, FILE *out);
 selsync_status selsync_session_bn_combine(selsync_session *s, size_t channels, const float *shift, double *acc,
                                           int unbiased, float *mean, float *variance);
 
+/* With sync_batchnorm, in the training pass of a normalised layer of
+ * `channels` channels, `count` values per channel in this rank's batch
+ * (selsync/bnstats.h). Forward (gradient 0): a, b are the batch's means and
+ * variances (divisor count - 1) and become those of all ranks' batches
+ * together. Backward (gradient 1): a, b are the gradients of the loss with
+ * respect to the mean and variance and become their sums over the ranks
+ * times count / (the total count). One sum_f64; collective: every rank
+ * the same layers in the same order. */
+selsync_status selsync_session_bn_share(selsync_session *s, int gradient, size_t channels, size_t count, float *a,
+                                        float *b);
+
 /* " | sync , synced 3/20 (15.0%)" for the trainer's iteration line (empty
  * before the first step and on the ranks that do not print). */
 void selsync_session_describe_step(const selsync_session *s, char *buf, size_t len);
