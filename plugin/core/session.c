@@ -448,14 +448,14 @@ static selsync_status summary(selsync_session *s, FILE *out)
     char ratio[48];
     int virtual = selsync_virtual_clock(&s->comm, &vc);
     selsync_engine_get_totals(s->engine, &t);
-    double v[16] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
+    double v[18] = {(double)t.bytes_sent, (double)t.bsp_bytes, t.t_compute, t.t_measure,
                     t.t_agree, t.t_transfer, (double)t.steps, (double)t.inject_bytes,
                     (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network,
-                    vc.paused, (double)vc.pauses};
+                    vc.paused, (double)vc.pauses, (double)s->bn_sums, s->bn_seconds};
     if (s->ssp && s->rank == 0) memset(v, 0, sizeof v);
-    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 16))) return session_comm_failed(s, st, "gathering the summary");
+    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 18))) return session_comm_failed(s, st, "gathering the summary");
     if (s->rank != 0) return SELSYNC_OK;
-    for (int i = 0; i < 16; ++i) v[i] /= parts(s);
+    for (int i = 0; i < 18; ++i) v[i] /= parts(s);
     double comm = v[3] + v[4] + v[5], share = v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0;
     if (s->ssp) {
         const selsync_ssp_stats *x = &s->served;
@@ -493,6 +493,10 @@ static selsync_status summary(selsync_session *s, FILE *out)
                     "one step late (overlap = 1; transfer is the time the next update waited)\n",
                     (unsigned long long)t.late_averages);
     }
+    if (v[16] > 0)
+        fprintf(out, "selsync: summary: synchronised BatchNorm: %.0f sums per rank (%.1f per step), %.3f s per rank "
+                "in them, waiting included (part of compute above; their bytes part of the synchronisation's)\n",
+                v[16], v[6] > 0 ? v[16] / v[6] : 0.0, v[17]);
     if (s->checkpoints)
         fprintf(out, "selsync: summary: %llu checkpoint%s written beside training; training stood still %.3f s for "
                 "%s (%.3f s each: the ranks' states gathered on rank 0)\n", (unsigned long long)s->checkpoints,
@@ -532,7 +536,10 @@ selsync_status selsync_session_bn_share(selsync_session *s, int gradient, size_t
         memset(s->bn_buf, 0, n * sizeof *s->bn_buf);
         selsync_bn_accumulate_moments(s->bn_buf, channels, count, a, b);
     }
+    double t0 = selsync_now();
     selsync_status st = s->comm.ops->sum_f64(s->comm.ctx, s->bn_buf, n);
+    s->bn_seconds += selsync_now() - t0;
+    s->bn_sums++;
     if (st) return session_comm_failed(s, st, "synchronised BatchNorm");
     if (gradient)
         selsync_bn_gradient_unpack(s->bn_buf, channels, count, a, b);

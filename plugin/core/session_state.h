@@ -50,6 +50,8 @@ struct selsync_session {
     char host_name[64];          /* this rank's host, for messages */
     double *bn_buf;              /* sync_batchnorm: a layer's sums */
     size_t bn_cap;               /* ... doubles allocated */
+    uint64_t bn_sums;            /* sync_batchnorm: sums so far ... */
+    double bn_seconds;           /* ... and the seconds in them */
     char err[2048];
 };
 

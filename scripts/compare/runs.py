@@ -59,8 +59,12 @@ def methods(steps, extra=False):
                         % (k, "" if k == 1 else "s"), {"method": "selsync", "lag": k}))
         for key, label, base in (("bsp", "BSP", {"method": "bsp"}), ("selsync", "SelSync, defaults", {"method": "selsync"}),
                                  ("fedavg-4", "FedAvg every 4", {"method": "fedavg", "fedavg_interval": 4})):
-            # every training batch normalised with the statistics of all ranks' batches together
+            # every training batch normalised with the statistics of all ranks' batches together, and
+            # the final model's BatchNorm statistics re-estimated on 1000 images per rank
             out.append((key + "-syncbn", label + ", synchronised BatchNorm", {**base, "sync_batchnorm": 1}))
+            out.append((key + "-recal", label + ", BatchNorm recalibrated", {**base, "bn_recalibrate": 1000}))
+            out.append((key + "-syncbn-recal", label + ", synchronised BatchNorm, recalibrated",
+                        {**base, "sync_batchnorm": 1, "bn_recalibrate": 1000}))
         out.append(("selsync-mean-drift-1e-3-lag-2", "SelSync, Δ's mean, drift rule at 1e-3, agreement 2 steps later",
                     {"method": "selsync", "agree": "mean", "drift": "1e-3", "lag": 2}))
         for k in (2, 8, 16):

@@ -86,6 +86,8 @@ $v" >"$work/bn-sync.cfg"
         && ok || bad "($np ranks) bsp with BatchNorm and $(echo $v) differs from one process with batch $((4 * np))"
 done
 grep -q "sync_batchnorm=1" "$work/log" && ok || bad "($np ranks) the cfg line does not show sync_batchnorm=1"
+grep -q "^selsync: summary: synchronised BatchNorm: 20 sums per rank (2.0 per step)" "$work/log" \
+    && ok || bad "($np ranks) no summary of the synchronised BatchNorm's 20 sums (one layer, two a step, 10 steps)"
 cfg 4 1 "method=bsp" >"$work/bn-local.cfg"
 run "$work/bn-local.cfg" 10 "$work/bn-local" --init "$work/bn-init.weights" --save "$work/bn-local.weights" \
     || bad "($np ranks) bsp with BatchNorm failed"
