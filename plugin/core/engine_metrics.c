@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "selsync/vclock.h"
 
@@ -41,14 +42,30 @@ selsync_status metrics_open(selsync_engine *e, char *err, size_t len)
     return SELSYNC_OK;
 }
 
+/* A file whose writer died in the middle of a line (a killed job's last
+ * row): the part after its last newline is cut, so that what is appended
+ * starts a line of its own. f is open for reading and appending. */
+static void cut_torn_line(FILE *f)
+{
+    long end, pos;
+    if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) <= 0) return;
+    for (pos = end; pos > 0; pos--)
+        if (fseek(f, pos - 1, SEEK_SET) != 0 || fgetc(f) == '\n') break;
+    if (pos < end && ftruncate(fileno(f), pos) != 0) return;
+    fseek(f, 0, SEEK_END);
+}
+
 /* The metrics file, opened on the first write: anew, or appended to after a
- * restore (its header is already there); NULL when there is none or it
- * cannot be opened (errno set). */
+ * restore (its header is already there; a torn last row is cut); NULL when
+ * there is none or it cannot be opened (errno set). */
 static FILE *log_file(selsync_engine *e)
 {
     if (e->log || !e->cfg.log[0]) return e->log;
-    e->log = fopen(e->log_path, e->resumed ? "a" : "w");
-    if (e->log && e->resumed && fseek(e->log, 0, SEEK_END) == 0) e->header_done = ftell(e->log) > 0;
+    e->log = fopen(e->log_path, e->resumed ? "a+" : "w");
+    if (e->log && e->resumed) {
+        cut_torn_line(e->log);
+        e->header_done = ftell(e->log) > 0;
+    }
     return e->log;
 }
 

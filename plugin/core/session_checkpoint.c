@@ -115,6 +115,13 @@ selsync_status session_resume(selsync_session *s)
     }
     free(s->resume);
     s->resume = NULL;
+    if (st == SELSYNC_OK) {
+        char note[4200];
+        snprintf(note, sizeof note, "resumed at step %llu from %s, a checkpoint of %d rank%s, on %d",
+                 (unsigned long long)selsync_session_steps(s), s->resume_from, h.world, h.world == 1 ? "" : "s",
+                 s->world);
+        if ((st = selsync_engine_log_note(s->engine, note))) st = session_engine_failed(s, st);
+    }
     return st;
 mismatch:
     return FAIL(s, SELSYNC_EMISMATCH, "%s: the checkpoint's state does not fit this network and the [selsync] "

@@ -1943,6 +1943,53 @@ static void test_restore_mean_of_two_ranks(void **state)
     free(saved[1]);
 }
 
+/* A metrics file whose writer died in the middle of a row: the restored
+ * engine cuts the torn part before it appends, so its note and rows start
+ * lines of their own, and the header stays the only one. */
+static void test_restore_cuts_a_torn_row(void **state)
+{
+    fx *f = *state;
+    char dir[] = "/tmp/test_engine_metrics.XXXXXX", path[64], line[4096];
+    assert_non_null(mkdtemp(dir));
+    snprintf(f->cfg.log, sizeof f->cfg.log, "%s/m.%%r.tsv", dir);
+    snprintf(path, sizeof path, "%s/m.0.tsv", dir); /* the mock's rank 0 */
+    make(f);
+    for (int t = 0; t < 3; t++) step(f);
+    size_t len = selsync_engine_snapshot_size(f->e);
+    unsigned char *saved = malloc(len);
+    assert_non_null(saved);
+    assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    FILE *torn = fopen(path, "a");
+    assert_non_null(torn);
+    fputs("3\t0.51", torn); /* the killed job's last row, cut */
+    fclose(torn);
+    make(f);
+    assert_int_equal(selsync_engine_restore(f->e, saved, len), SELSYNC_OK);
+    assert_int_equal(selsync_engine_log_note(f->e, "resumed"), SELSYNC_OK);
+    step(f);
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    FILE *in = fopen(path, "r");
+    assert_non_null(in);
+    int rows = 0, headers = 0, notes = 0;
+    while (fgets(line, sizeof line, in)) {
+        assert_true(strchr(line, '\n') != NULL);
+        assert_null(strstr(line, "0.51#"));
+        if (!strncmp(line, "step\t", 5)) headers++;
+        else if (!strcmp(line, "# resumed\n")) notes++;
+        else if (line[0] != '#') rows++, assert_true(strncmp(line, "3\t0.51\t", 7) != 0 || strlen(line) > 20);
+    }
+    fclose(in);
+    unlink(path);
+    rmdir(dir);
+    free(saved);
+    assert_int_equal(headers, 1);
+    assert_int_equal(notes, 1);
+    assert_int_equal(rows, 4); /* steps 0-2, then 3 again */
+}
+
 /* Restored fields are checked before any is taken: a NaN ratio, a huge
  * ratio_n, step counters out of order, negative times, NaN norms. The
  * snapshot head is magic[8], seven u64 (n_track, window, n_params,
@@ -2080,6 +2127,7 @@ int main(void)
         T(test_snapshot_restore_continues),
         T(test_snapshot_restore_with_lag),
         T(test_restore_mean_of_two_ranks),
+        T(test_restore_cuts_a_torn_row),
         T(test_restore_rejects),
         T(test_restore_validates_fields),
     };
