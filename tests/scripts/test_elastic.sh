@@ -124,11 +124,13 @@ check "refused: no hosts" '[ $? -eq 2 ] && grep -q "give the hosts: --hostfile F
 $elastic --hostfile hosts -- darknet classifier train d n >out 2>&1
 check "refused: no checkpoint" '[ $? -eq 2 ] && grep -q "checkpoint FILE is needed" out'
 
-# --discover instead of a hostfile, read before every start
+# --discover instead of a hostfile, read before every start; a probe that
+# names the host as $1 (y does not answer)
 fresh 0
-$elastic --discover "printf 'x slots=3\n'" --checkpoint ckpt.weights --probe ./probe --mpirun ./fake-mpirun \
-    -- darknet classifier train d.data n.cfg >out 2>&1
+$elastic --discover "printf 'x slots=3\ny\n'" --checkpoint ckpt.weights --probe 'test "$1" != y' \
+    --mpirun ./fake-mpirun -- darknet classifier train d.data n.cfg >out 2>&1
 rc=$?
-check "discover: -np 3 on host x" '[ $rc -eq 0 ] && grep -q -- "-np 3 darknet" runs && grep -q "start 1: 3 ranks on 1 host (x)" out'
+check "discover: -np 3 on host x, y not answering" \
+    '[ $rc -eq 0 ] && grep -q -- "-np 3 darknet" runs && grep -q "start 1: 3 ranks on 1 host (x), without y (not answering)" out'
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
