@@ -20,6 +20,8 @@
 #    runs at least three times as fast as rank 0's (the margin absorbs
 #    ranks whose threads' CPU time per step differs under a busy machine:
 #    up to 1.75x was seen with the test suite running beside it);
+#  - lag=2 with rank 1 at 1/8 speed: rank 0 runs ahead, never more than 2
+#    steps (its clock at step t never below rank 1's at step t - 2);
 #  - jitter=1:1s pauses every step of every rank for 1 s (the clock's rises
 #    and the summary's count); jitter=0.5:1s:9 pauses at the same steps in a
 #    rerun, at other steps on another rank;
@@ -108,6 +110,28 @@ check "slow=1:8: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
 s0=$(column "$work/slow.0.tsv" virtual_s | tail -n 1) s1=$(column "$work/slow.1.tsv" virtual_s | tail -n 1)
 check "slow=1:8: rank 1's clock ($s1 s) runs at least three times as fast as rank 0's ($s0 s)" \
     'awk -v a="$s0" -v b="$s1" "BEGIN { exit !(a > 0 && b >= 3 * a) }"'
+
+# --- a rank never more than lag steps ahead ---------------------------------------------
+# selsync with lag=2 and no average after the first steps (delta and drift
+# never fire): each step waits only for the agreement started 2 steps
+# earlier, so the fast rank 0 runs ahead of the 8x slower rank 1, but never
+# ends step t before rank 1 has reached step t - 2 (its clock at step t at
+# least rank 1's at step t - 2, less half of one of rank 1's steps: the
+# row's clock is read after the update, the agreement starts before it)
+SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us,slow=1:8 run ahead selsync "lag=2
+delta=1000000
+drift=0
+warmup=1
+window=1"
+check "lag=2, slow=1:8: training exits 0 (status $rc)" '[ "$rc" -eq 0 ]'
+column "$work/ahead.0.tsv" virtual_s >"$work/a0"
+column "$work/ahead.1.tsv" virtual_s >"$work/a1"
+check "lag=2, slow=1:8: rank 0 ends ahead of rank 1 (not in lockstep)" \
+    '[ "$(wc -l <"$work/a0")" -eq $steps ] && awk "BEGIN { exit !($(tail -n 1 "$work/a0") < $(tail -n 1 "$work/a1")) }"'
+check "lag=2, slow=1:8: rank 0 is never more than 2 steps ahead of rank 1" \
+    'paste "$work/a0" "$work/a1" | awk -v k=2 "{ v0[NR] = \$1; v1[NR] = \$2 }
+        END { for (t = k + 2; t <= NR; t++) if (v0[t] < v1[t - k] - 0.5 * (v1[t - k] - v1[t - k - 1])) {
+                  printf \"step %d: rank 0 at %s s, rank 1 at step %d at %s s\\n\", t - 1, v0[t], t - 1 - k, v1[t - k]; exit 1 } }"'
 
 # --- the jitter's pauses -------------------------------------------------------------------
 # method local (no collective per step): a rank's clock rises by at least 1 s
