@@ -77,6 +77,7 @@ selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len)
     if ((st = engine_check(e, 0)) != SELSYNC_OK || (st = engine_apply_late(e, 1, &t_late)) != SELSYNC_OK ||
         (st = policy_lag_drain(e)) != SELSYNC_OK)
         return st;
+    if (e->log && fflush(e->log) != 0) return metrics_failed(e); /* every row up to here on disk */
     e->tot.bytes_sent += e->late_carry; /* so that a restored run counts them alike */
     e->late_carry = 0;
     if (len != selsync_engine_snapshot_size(e))

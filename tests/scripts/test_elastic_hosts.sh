@@ -12,7 +12,9 @@
 #  - the resumed job says it resumed from a checkpoint of 4 ranks on 3, the
 #    metrics file of rank 0 marks the restart, the summary is of 3 ranks and
 #    every step, and the final weights are written;
-#  - at most checkpoint_every steps were trained twice;
+#  - rank 0's metrics file has a row for every step (the rows up to the
+#    checkpoint were flushed with it); at most checkpoint_every steps were
+#    trained twice;
 #  - the seconds from the host's loss to the second start and to the
 #    first resumed step are printed (the goal: under 30 s plus mpirun's
 #    start).
@@ -100,7 +102,10 @@ check "the resumed job says it resumed on 3 ranks from a checkpoint of 4" \
 check "rank 0's metrics file marks the restart" 'grep -q "^# resumed at step [0-9]* from .*, a checkpoint of 4 ranks, on 3" "$tmp/run/m.0.tsv"'
 check "the summary is of 3 ranks and $steps steps" 'grep -q "^selsync: summary: method=selsync, 3 ranks, $steps steps" "$work/train.out"'
 check "the final weights are written" '[ -s "$tmp/data/backup/tiny_final.weights" ] || [ -s "$tmp/data/backup/tiny.weights" ]'
-twice=$(grep -v '^#' "$tmp/run/m.0.tsv" | tail -n +2 | cut -f1 | sort | uniq -d | wc -l)
+steps_logged() { grep -v '^#' "$tmp/run/m.0.tsv" | tail -n +2 | cut -f1; }
+check "rank 0's metrics file has a row for every step (those up to the checkpoint flushed with it)" \
+    '[ "$(steps_logged | sort -n -u | wc -l)" -eq $steps ] && [ "$(steps_logged | sort -n -u | tail -n 1)" -eq $((steps - 1)) ]'
+twice=$(steps_logged | sort | uniq -d | wc -l)
 check "at most $every steps trained twice ($twice)" '[ "$twice" -le "$every" ]'
 # the seconds from the loss to the second start and to its first step row
 started=$(grep "start 2:" "$work/launcher.log" | sed 's/^selsync-elastic: \([0-9-]* [0-9:]*\):.*/\1/')

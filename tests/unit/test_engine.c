@@ -1943,9 +1943,10 @@ static void test_restore_mean_of_two_ranks(void **state)
     free(saved[1]);
 }
 
-/* A metrics file whose writer died in the middle of a row: the restored
- * engine cuts the torn part before it appends, so its note and rows start
- * lines of their own, and the header stays the only one. */
+/* A snapshot flushes the metrics rows up to it. A metrics file whose
+ * writer died in the middle of a row: the restored engine cuts the torn
+ * part before it appends, so its note and rows start lines of their own,
+ * and the header stays the only one. */
 static void test_restore_cuts_a_torn_row(void **state)
 {
     fx *f = *state;
@@ -1959,6 +1960,12 @@ static void test_restore_cuts_a_torn_row(void **state)
     unsigned char *saved = malloc(len);
     assert_non_null(saved);
     assert_int_equal(selsync_engine_snapshot(f->e, saved, len), SELSYNC_OK);
+    FILE *now = fopen(path, "r"); /* the snapshot flushed every row up to it */
+    assert_non_null(now);
+    int flushed = 0;
+    while (fgets(line, sizeof line, now)) flushed += line[0] >= '0' && line[0] <= '9';
+    fclose(now);
+    assert_int_equal(flushed, 3);
     selsync_engine_destroy(f->e);
     f->e = NULL;
     FILE *torn = fopen(path, "a");

@@ -153,8 +153,9 @@ selsync_status selsync_engine_log_eval(selsync_engine *e, const char *metric, do
  * residual snapshot, totals, elapsed times, and the host's arrays (every
  * param, every trained grad: with Darknet the momentum). Restoring it into
  * an engine created for the same model and cfg, before its first step,
- * continues exactly where the snapshot was taken (the metrics file is then
- * appended to). Not for method ssp. Not collective. */
+ * continues exactly where the snapshot was taken (the metrics file, whose
+ * rows up to the snapshot it flushes, is then appended to). Not for method
+ * ssp. Not collective. */
 size_t selsync_engine_snapshot_size(const selsync_engine *e);
 selsync_status selsync_engine_snapshot(selsync_engine *e, void *buf, size_t len);
 selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t len);
