@@ -65,8 +65,9 @@ def methods(steps, extra=False):
             out.append((key + "-recal", label + ", BatchNorm recalibrated", {**base, "bn_recalibrate": 1000}))
             out.append((key + "-syncbn-recal", label + ", synchronised BatchNorm, recalibrated",
                         {**base, "sync_batchnorm": 1, "bn_recalibrate": 1000}))
-        out.append(("selsync-mean-drift-1e-3-lag-2", "SelSync, Δ's mean, drift rule at 1e-3, agreement 2 steps later",
-                    {"method": "selsync", "agree": "mean", "drift": "1e-3", "lag": 2}))
+        for d in ("1e-3", "4e-4"):  # with the lag, a lower drift threshold for the decisions that come 2 steps late
+            out.append(("selsync-mean-drift-%s-lag-2" % d, "SelSync, Δ's mean, drift rule at %s, agreement 2 steps later" % d,
+                        {"method": "selsync", "agree": "mean", "drift": d, "lag": 2}))
         for k in (2, 8, 16):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         # post-local SGD: every step synchronises until Darknet's burn_in ends
