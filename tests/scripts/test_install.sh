@@ -2,7 +2,8 @@
 # Usage: test_install.sh SOURCE_DIR BUILD_DIR WORK_DIR
 # `cmake --install BUILD --prefix P` into a temporary folder outside the
 # source and build trees, and a training with what it installed:
-#  - P/bin holds darknet alone (no test programs, no darknet-stockgemm),
+#  - P/bin holds darknet and selsync-elastic alone (no test programs, no
+#    darknet-stockgemm),
 #    with no run path; P/share/selsync-darknet every cfg of cfg/ and the data
 #    scripts; P/share/doc/selsync-darknet the README and docs/ (not the
 #    comparison's raw runs);
@@ -24,7 +25,8 @@ prefix=$tmp/prefix share=$tmp/prefix/share/selsync-darknet doc=$tmp/prefix/share
 "${CMAKE:-cmake}" --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1
 check "cmake --install exits 0" '[ $? -eq 0 ]' || cat "$work/install.log"
 check "darknet is installed, executable" '[ -x "$prefix/bin/darknet" ]'
-check "nothing else in bin" '[ "$(ls "$prefix/bin" 2>&1)" = darknet ]'
+check "selsync-elastic is installed beside it, executable" '[ -x "$prefix/bin/selsync-elastic" ]'
+check "nothing else in bin" '[ "$(ls "$prefix/bin" 2>&1 | tr "\n" " ")" = "darknet selsync-elastic " ]'
 check "no test program installed" '[ -z "$(find "$prefix" -name "test_*" -o -name "*stockgemm*" -o -name "train_synthetic")" ]'
 check "no run path in the installed darknet" \
     'readelf -d "$prefix/bin/darknet" >"$work/dynamic.txt" && ! grep -Eq "RPATH|RUNPATH" "$work/dynamic.txt"'

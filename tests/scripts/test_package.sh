@@ -8,7 +8,8 @@
 #    (libopenblas, libopenmpi, libc6); Conflicts, Replaces and Provides
 #    darknet (Debian's darknet installs /usr/bin/darknet as well);
 #    Recommends the data set;
-#  - the files: usr/bin/darknet alone in usr/bin, every cfg of cfg/ and
+#  - the files: usr/bin/darknet and usr/bin/selsync-elastic alone in
+#    usr/bin (the launcher executable, its shell's syntax sound), every cfg of cfg/ and
 #    the data scripts under usr/share/selsync-darknet, the README and
 #    Darknet's licence, all owned by root; the binary stripped, with no run path;
 #  - `mpirun -np 2` of the extracted darknet trains a small Fashion-MNIST set
@@ -46,7 +47,8 @@ check "a description of more than one line" '[ "$(field Description | wc -l)" -g
 
 dpkg-deb -c "$deb" >"$work/contents.txt"
 paths() { awk '{ print $NF }' "$work/contents.txt"; }
-check "usr/bin holds darknet alone" '[ "$(paths | grep "^\./usr/bin/." )" = ./usr/bin/darknet ]'
+check "usr/bin holds darknet and selsync-elastic alone" \
+    '[ "$(paths | grep "^\./usr/bin/." | sort | tr "\n" " ")" = "./usr/bin/darknet ./usr/bin/selsync-elastic " ]'
 missing=""
 for c in "$src"/cfg/*.cfg; do
     paths | grep -qx "./usr/share/selsync-darknet/cfg/$(basename "$c")" || missing="$missing $(basename "$c")"
@@ -61,6 +63,8 @@ check "every file owned by root" '[ "$(awk "\$2 != \"root/root\"" "$work/content
 root=$work/root
 dpkg-deb -x "$deb" "$root"
 check "dpkg-deb -x extracts darknet" '[ -x "$root/usr/bin/darknet" ]'
+check "selsync-elastic is executable and parses" \
+    '[ -x "$root/usr/bin/selsync-elastic" ] && sh -n "$root/usr/bin/selsync-elastic" && "$root/usr/bin/selsync-elastic" --help | grep -q "restarts it from its last checkpoint"'
 check "the packaged darknet is stripped, with no run path" \
     'readelf -S -d "$root/usr/bin/darknet" >"$work/elf.txt" && ! grep -Eq "\.debug_info|RPATH|RUNPATH" "$work/elf.txt"'
 share=$root/usr/share/selsync-darknet
