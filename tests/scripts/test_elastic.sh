@@ -8,8 +8,8 @@
 #  - a failure with a host gone restarts without it, with the checkpoint as
 #    the command's WEIGHTS (replacing the one given, or put after CFG);
 #    a host that answers again is back at the next start;
-#  - a failure with every host answering and no new checkpoint is not
-#    restarted, and its exit status is the launcher's; with a new
+#  - a failure with every host of the run answering and no new checkpoint
+#    is not restarted (a host already gone at its start is no new loss), and its exit status is the launcher's; with a new
 #    checkpoint it is;
 #  - it gives up (exit 1, said) after --max-restarts, and when fewer than
 #    --min-hosts answer; every start and restart is logged with its reason;
@@ -89,6 +89,12 @@ fresh 7
 $elastic $common -- darknet classifier train d.data bad.cfg >out 2>&1
 rc=$?
 check "no progress, every host answering: not restarted, the job's status 7" \
+    '[ $rc -eq 7 ] && [ "$(wc -l <runs)" -eq 1 ] && grep -q "not a lost host, not restarting" launcher.log'
+fresh 7
+echo c >down
+$elastic $common -- darknet classifier train d.data bad.cfg >out 2>&1
+rc=$?
+check "a host gone before the start, no progress: not a new loss, not restarted" \
     '[ $rc -eq 7 ] && [ "$(wc -l <runs)" -eq 1 ] && grep -q "not a lost host, not restarting" launcher.log'
 fresh "9 checkpoint" 0
 $elastic $common -- darknet classifier train d.data n.cfg >out 2>&1
