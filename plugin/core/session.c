@@ -453,9 +453,10 @@ static selsync_status summary(selsync_session *s, FILE *out)
                     (double)s->images_loaded, (double)s->loads, vc.now, vc.compute, vc.wait, vc.network,
                     vc.paused, (double)vc.pauses, (double)s->bn_sums, s->bn_seconds};
     if (s->ssp && s->rank == 0) memset(v, 0, sizeof v);
-    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, 18))) return session_comm_failed(s, st, "gathering the summary");
+    const size_t nv = sizeof v / sizeof v[0];
+    if ((st = s->comm.ops->sum_f64(s->comm.ctx, v, nv))) return session_comm_failed(s, st, "gathering the summary");
     if (s->rank != 0) return SELSYNC_OK;
-    for (int i = 0; i < 18; ++i) v[i] /= parts(s);
+    for (size_t i = 0; i < nv; ++i) v[i] /= parts(s);
     double comm = v[3] + v[4] + v[5], share = v[2] + comm > 0 ? 100.0 * comm / (v[2] + comm) : 0.0;
     if (s->ssp) {
         const selsync_ssp_stats *x = &s->served;
