@@ -10,12 +10,16 @@ with SelSync's defaults, each scored at its end on every held-out image
          checkpoint is written, rank N - 1 is killed with SIGKILL (as when
          its host dies, so the steps since that checkpoint are lost), and
          the job resumes from the checkpoint on N - 1 ranks (every rank
-         from the old ranks' mean model, docs/usage.md) to STEPS.
+         from the old ranks' mean model, docs/usage.md) to STEPS; with
+         --keep K ranks K .. N - 1 are killed and it resumes on K, each
+         rank with the cfg's batch or, with --resume-batch global, its
+         share of the old global batch (resume_batch, docs/configuration.md).
 Writes OUT/elastic.tsv (one row per run: seed, run, final top-1, the
 resumed step) and prints the table of means and standard deviations.
 
 Usage: scripts/bench-elastic.py OUT [--ranks 4] [--steps 300] [--batch 32]
-       [--lose-at 0.3] [--seeds 1,2,3] [--data data/fashion-mnist/fmnist.data]"""
+       [--lose-at 0.3] [--keep RANKS-1] [--resume-batch rank|global]
+       [--runs whole,lost] [--seeds 1,2,3] [--data data/fashion-mnist/fmnist.data]"""
 import argparse
 import os
 import re
@@ -29,7 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DARKNET = os.path.join(ROOT, "build", "darknet")
 
 
-def cfg_text(steps, batch, seed, every, log):
+def cfg_text(steps, batch, seed, every, log, resume_batch):
     lines = []
     with open(os.path.join(ROOT, "cfg", "fmnist.cfg")) as f:
         for line in f:
@@ -40,7 +44,7 @@ def cfg_text(steps, batch, seed, every, log):
             lines.append(line)
     lines.append("\n[selsync]\nmethod=selsync\nseed=%d\neval_every=%d\nlog=%s\nchart_every=0\n" % (seed, steps, log))
     if every:
-        lines.append("checkpoint_every=%d\n" % every)
+        lines.append("checkpoint_every=%d\nresume_batch=%s\n" % (every, resume_batch))
     return "".join(lines)
 
 
@@ -86,7 +90,7 @@ def run_whole(a, seed, folder):
     os.makedirs(folder, exist_ok=True)
     cfg = os.path.join(folder, "run.cfg")
     with open(cfg, "w") as f:
-        f.write(cfg_text(a.steps, a.batch, seed, 0, os.path.join(folder, "m.%r.tsv")))
+        f.write(cfg_text(a.steps, a.batch, seed, 0, os.path.join(folder, "m.%r.tsv"), a.resume_batch))
     with open(os.path.join(folder, "output.txt"), "w") as out:
         if mpirun(a.ranks, ["classifier", "train", a.data, cfg], out).wait() != 0:
             sys.exit("%s: the run failed (see output.txt)" % folder)
@@ -98,7 +102,7 @@ def run_lost(a, seed, folder):
     cfg = os.path.join(folder, "run.cfg")
     every = max(1, round(a.lose_at * a.steps))
     with open(cfg, "w") as f:
-        f.write(cfg_text(a.steps, a.batch, seed, every, os.path.join(folder, "m.%r.tsv")))
+        f.write(cfg_text(a.steps, a.batch, seed, every, os.path.join(folder, "m.%r.tsv"), a.resume_batch))
     backup = None
     with open(a.data) as f:
         for line in f:
@@ -111,15 +115,16 @@ def run_lost(a, seed, folder):
         job = mpirun(a.ranks, ["classifier", "train", a.data, cfg], out)
         while not os.path.exists(checkpoint) and job.poll() is None:
             time.sleep(0.02)
-        pid = rank_pid(job.pid, a.ranks - 1)
-        if pid is None or job.poll() is not None:
+        pids = [rank_pid(job.pid, r) for r in range(a.keep, a.ranks)]
+        if None in pids or job.poll() is not None:
             sys.exit("%s: the job ended before its checkpoint at step %d was written" % (folder, every))
-        os.kill(pid, signal.SIGKILL)
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
         job.wait()
-        out.write("\n--- rank %d killed after the checkpoint of step %d; resuming on %d ranks ---\n"
-                  % (a.ranks - 1, every, a.ranks - 1))
+        out.write("\n--- ranks %d..%d killed after the checkpoint of step %d; resuming on %d ranks ---\n"
+                  % (a.keep, a.ranks - 1, every, a.keep))
         out.flush()
-        if mpirun(a.ranks - 1, ["classifier", "train", a.data, cfg, checkpoint], out).wait() != 0:
+        if mpirun(a.keep, ["classifier", "train", a.data, cfg, checkpoint], out).wait() != 0:
             sys.exit("%s: the resumed run failed (see output.txt)" % folder)
     with open(os.path.join(folder, "output.txt")) as f:
         resumed = re.search(r"resumed at step (\d+) from a checkpoint", f.read())
@@ -133,22 +138,30 @@ def main():
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--lose-at", type=float, default=0.3)
+    p.add_argument("--keep", type=int, help="ranks after the loss (default: --ranks - 1)")
+    p.add_argument("--resume-batch", choices=("rank", "global"), default="rank")
+    p.add_argument("--runs", default="whole,lost", help="which runs: whole, lost or both")
     p.add_argument("--seeds", default="1,2,3")
     p.add_argument("--data", default=os.path.join(ROOT, "data", "fashion-mnist", "fmnist.data"))
     a = p.parse_args()
-    if a.ranks < 2 or not 0 < a.lose_at < 1:
-        sys.exit("--ranks must be at least 2 and --lose-at in (0, 1)")
+    a.keep = a.ranks - 1 if a.keep is None else a.keep
+    runs = a.runs.split(",")
+    if a.ranks < 2 or not 0 < a.lose_at < 1 or not 1 <= a.keep < a.ranks or not set(runs) <= {"whole", "lost"}:
+        sys.exit("--ranks must be at least 2, --lose-at in (0, 1), --keep from 1 to --ranks - 1, "
+                 "--runs whole, lost or both")
     if not os.path.exists(a.data):
         sys.exit("%s: no data file (scripts/prepare-fashion-mnist.py --out %s)" % (a.data, os.path.dirname(a.data)))
     os.makedirs(a.out, exist_ok=True)
     rows = []
     for seed in [int(s) for s in a.seeds.split(",")]:
         for name, fn in (("whole", run_whole), ("lost", run_lost)):
+            if name not in runs:
+                continue
             t0 = time.time()
             top1, resumed = fn(a, seed, os.path.join(a.out, "seed-%d" % seed, name))
             rows.append((seed, name, top1, resumed))
             print("seed %d %s: top-1 %.4f%s (%.0f s)" % (seed, name, top1,
-                  ", resumed at step %s on %d ranks" % (resumed, a.ranks - 1) if resumed else "", time.time() - t0),
+                  ", resumed at step %s on %d ranks" % (resumed, a.keep) if resumed else "", time.time() - t0),
                   flush=True)
     with open(os.path.join(a.out, "elastic.tsv"), "w") as f:
         f.write("seed\trun\ttop1\tresumed_step\n")
@@ -158,8 +171,11 @@ def main():
     print("|---|---:|---|")
     sd = lambda v: statistics.stdev(v) if len(v) > 1 else 0.0
     for name, label in (("whole", "%d ranks throughout" % a.ranks),
-                        ("lost", "rank %d lost at %.0f %%, %d ranks after" % (a.ranks - 1, 100 * a.lose_at, a.ranks - 1))):
+                        ("lost", "ranks %d..%d lost at %.0f %%, %d ranks after (resume_batch = %s)"
+                         % (a.keep, a.ranks - 1, 100 * a.lose_at, a.keep, a.resume_batch))):
         v = [r[2] for r in rows if r[1] == name]
+        if not v:
+            continue
         print("| %s | %.4f ± %.4f | %s |" % (label, statistics.mean(v), sd(v), " / ".join("%.4f" % x for x in v)))
 
 

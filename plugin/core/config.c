@@ -26,6 +26,7 @@ static const char *const aggregate_names[] = {"params", "grads"};
 static const char *const nonfinite_names[] = {"stop", "skip"};
 static const char *const sync_until_names[] = {"none", "decay", "burn_in"};
 static const char *const agree_names[] = {"any", "mean"};
+static const char *const resume_batch_names[] = {"rank", "global"};
 static const char *const partition_names[] = {"iid", "seldp", "label", "dirichlet"};
 
 static const char *const key_names[SELSYNC_KEY_COUNT] = {
@@ -297,6 +298,14 @@ static const char *p_on_nonfinite(selsync_config *c, const char *v)
     return e;
 }
 
+static const char *p_resume_batch(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, resume_batch_names, 2, &i);
+    if (!e) c->resume_batch = (selsync_resume_batch)i;
+    return e;
+}
+
 static const struct key_info {
     const char *(*parse)(selsync_config *cfg, const char *value);
     unsigned methods; /* BIT(method) for each method the key applies to */
@@ -339,6 +348,7 @@ static const struct key_info {
     [SELSYNC_KEY_CHART_EVERY] = {p_chart_every, ALL_METHODS, "an integer from 0 to 100000000 (0 = no chart)"},
     [SELSYNC_KEY_ON_NONFINITE] = {p_on_nonfinite, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "stop, skip"},
     [SELSYNC_KEY_BN_RECALIBRATE] = {p_bn_recalibrate, ALL_METHODS, "an integer from 0 to 1000000 (0 = off)"},
+    [SELSYNC_KEY_RESUME_BATCH] = {p_resume_batch, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "rank, global"},
 };
 
 /* ---- API ---- */
@@ -637,6 +647,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->aggregate == SELSYNC_AGGREGATE_GRADS) PUT(" bucket_mb=%g", c->bucket_mb);
     PUT(" sync_bn_stats=%d", c->sync_bn_stats);
     if (c->sync_batchnorm) PUT(" sync_batchnorm=1");
+    if (c->resume_batch) PUT(" resume_batch=%s", resume_batch_names[c->resume_batch]);
     PUT(" bn_recalibrate=%d seed=%llu; %d process%s", c->bn_recalibrate, (unsigned long long)c->seed, world,
         world == 1 ? "" : "es");
 #undef PUT

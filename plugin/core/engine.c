@@ -50,6 +50,9 @@ static selsync_status check_model(const selsync_model *m, char *err, size_t len)
                         : t->count > SIZE_MAX / sizeof(float) / 2 ? "too large"
                         : t->kind != SELSYNC_TENSOR_TRAINED && t->kind != SELSYNC_TENSOR_STAT ? "unknown kind"
                         : t->kind == SELSYNC_TENSOR_TRAINED && !t->grad ? "trained tensor without grad"
+                        : t->variance && (t->kind != SELSYNC_TENSOR_STAT || i == 0 || t[-1].kind != SELSYNC_TENSOR_STAT ||
+                                          t[-1].variance || t[-1].count != t->count || t[-1].layer != t->layer)
+                              ? "variances not after a statistic of their layer and size"
                         : NULL;
         if (why)
             return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] tensor %zu (layer %zu, %zu elements): %s", i,

@@ -217,6 +217,14 @@ selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t
     return st;
 }
 
+/* The j-th float of a tensor at byte offset off in a snapshot. */
+static double state_float(const void *state, size_t off, size_t j)
+{
+    float x;
+    memcpy(&x, (const uint8_t *)state + off + j * sizeof x, sizeof x);
+    return x;
+}
+
 selsync_status selsync_engine_restore_mean(selsync_engine *e, const void *const *states, size_t n, size_t len)
 {
     snapshot_head h;
@@ -231,13 +239,20 @@ selsync_status selsync_engine_restore_mean(selsync_engine *e, const void *const 
                     (e->snap ? e->n_trained * sizeof(float) : 0);
     for (size_t i = 0, off = params; i < e->nt; off += e->t[i].count * sizeof(float), i++)
         for (size_t j = 0; j < e->t[i].count; j++) {
-            double sum = 0;
-            for (size_t r = 0; r < n; r++) {
-                float x;
-                memcpy(&x, (const uint8_t *)states[r] + off + j * sizeof x, sizeof x);
-                sum += x;
+            /* the element's mean over the states; a variance adds the
+             * spread of its means (those count floats before it) */
+            size_t means = off - e->t[i].count * sizeof(float);
+            double sum = 0, mean = 0, spread = 0;
+            for (size_t r = 0; r < n; r++) sum += state_float(states[r], off, j);
+            if (e->t[i].variance) {
+                for (size_t r = 0; r < n; r++) mean += state_float(states[r], means, j);
+                mean /= (double)n;
+                for (size_t r = 0; r < n; r++) {
+                    double d = state_float(states[r], means, j) - mean;
+                    spread += d * d;
+                }
             }
-            e->t[i].param[j] = (float)(sum / (double)n);
+            e->t[i].param[j] = (float)((sum + spread) / (double)n);
         }
     /* what belongs to one rank of the old job starts afresh */
     memset(e->ring, 0, e->n_track * (size_t)e->cfg.window * sizeof *e->ring);

@@ -23,6 +23,7 @@
 #include "selsync/session.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -222,6 +223,35 @@ static selsync_status partition(selsync_session *s, const selsync_data *d, selsy
     return report_partition(s, d);
 }
 
+/* The samples this rank trains per step (s->batch): the host's, or after a
+ * resume with resume_batch = global the global batch of the job that wrote
+ * the checkpoint shared out in whole mini-batches. */
+static selsync_status step_batch(selsync_session *s, const selsync_data *d)
+{
+    int mini = d->minibatch > 0 ? d->minibatch : d->batch, old = s->resumed_batch ? s->resumed_batch : d->batch;
+    long long global = (long long)s->resumed_world * old;
+    s->batch = d->batch;
+    if (!s->resumed_world) return SELSYNC_OK;
+    if (s->cfg.resume_batch == SELSYNC_RESUME_BATCH_GLOBAL) {
+        if (global % s->world || global / s->world % mini || global / s->world > INT_MAX)
+            return FAIL(s, SELSYNC_ECONFIG, "%s:%d: [selsync] resume_batch = global: the checkpoint's global batch "
+                        "of %lld samples (%d ranks of %d) is not a whole number of mini-batches of %d samples (the "
+                        "cfg's batch / subdivisions) on each of %d ranks; resume on a rank count that divides "
+                        "%lld mini-batches, or set resume_batch = rank", s->cfg.file,
+                        s->cfg.line[SELSYNC_KEY_RESUME_BATCH], global, s->resumed_world, old, mini, s->world,
+                        global / mini);
+        s->batch = (int)(global / s->world);
+    }
+    long long now = (long long)s->batch * s->world;
+    if (s->rank == 0 && now == global && s->batch != d->batch)
+        session_say(s, "each rank trains %d samples per step (%d mini-batches of %d): the checkpoint's global batch "
+            "of %lld (resume_batch = global)", s->batch, s->batch / mini, mini, now);
+    else if (s->rank == 0 && now != global)
+        session_say(s, "each rank trains the cfg's %d samples per step: a global batch of %lld where the "
+            "checkpoint's was %lld (resume_batch = rank; resume_batch = global keeps it)", s->batch, now, global);
+    return SELSYNC_OK;
+}
+
 selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, selsync_plan *plan)
 {
     selsync_status st;
@@ -229,7 +259,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
     agree_record mine;
     char text[AGREE_VALUE];
     memset(plan, 0, sizeof *plan);
-    plan->images = d->batch;
+    plan->images = plan->batch = d->batch;
     plan->console = s->rank == s->ssp;
     plan->training_ranks = parts(s);
     if (s->ssp && d->max_steps == 0)
@@ -242,6 +272,9 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
                     "order).")))
         return st;
     if (!s->engine && (st = start_engine(s))) return st;
+    if ((st = step_batch(s, d))) return st;
+    plan->images = plan->batch = s->batch;
+    plan->resumed = s->resumed_world > 0;
     if (d->note && (st = selsync_engine_log_note(s->engine, d->note))) return session_engine_failed(s, st);
     if (s->cfg.eval_every > 0) {
         s->metric = d->metric;
@@ -266,7 +299,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
         return SELSYNC_OK;
     }
     if (s->cfg.inject_alpha > 0) {
-        if ((st = selsync_inject_plan(&s->cfg, s->world, d->batch, &s->inject, s->err, sizeof s->err))) return st;
+        if ((st = selsync_inject_plan(&s->cfg, s->world, s->batch, &s->inject, s->err, sizeof s->err))) return st;
         if (!(s->senders = malloc((size_t)s->inject.senders * sizeof *s->senders)))
             return FAIL(s, SELSYNC_ENOMEM, "out of memory");
         plan->images = s->inject.own;

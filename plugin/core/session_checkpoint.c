@@ -21,7 +21,7 @@
  * data (u64) and its engine snapshot, all of the same length. */
 typedef struct checkpoint_head {
     char magic[8];
-    int32_t world, pad;
+    int32_t world, batch; /* batch: samples each rank trained per step (0 in older checkpoints) */
     uint64_t per_rank, batches;
 } checkpoint_head;
 
@@ -78,12 +78,11 @@ static selsync_status resume_resized(selsync_session *s, const checkpoint_head *
     s->next_sample = s->trained_sample = 0;
     if (s->rank == 0)
         session_say(s, "resumed at step %llu from a checkpoint of %d rank%s on %d: every rank starts from the %s "
-            "model (the step, the learning rate's schedule and delta go on); restarted, as they belonged to one rank "
-            "of the old job: momentum, the smoothing history, the run of local steps; the data is partitioned again "
-            "for %d ranks, each rank from the start of its shard; each rank keeps the cfg's batch, so the global "
-            "batch is %d/%d of the old one", (unsigned long long)selsync_session_steps(s), h->world,
-            h->world == 1 ? "" : "s", s->world, h->world == 1 ? "old rank's" : "old ranks' mean", s->world, s->world,
-            h->world);
+            "model%s (the step, the learning rate's schedule and delta go on); restarted, as they belonged to one "
+            "rank of the old job: momentum, the smoothing history, the run of local steps; the data is partitioned "
+            "again for %d ranks, each rank from the start of its shard", (unsigned long long)selsync_session_steps(s),
+            h->world, h->world == 1 ? "" : "s", s->world, h->world == 1 ? "old rank's" : "old ranks' mean",
+            h->world == 1 ? "" : ", its BatchNorm variances those of the ranks' data pooled", s->world);
     return SELSYNC_OK;
 }
 
@@ -103,6 +102,8 @@ selsync_status session_resume(selsync_session *s)
         (s->resume_len - sizeof h) / per_rank != (size_t)h.world || (s->resume_len - sizeof h) % per_rank)
         goto mismatch;
     s->batches = h.batches;
+    s->resumed_world = h.world;
+    s->resumed_batch = h.batch;
     if (h.world != s->world) {
         st = resume_resized(s, &h, per_rank);
     } else {
@@ -214,7 +215,7 @@ selsync_status session_checkpoint(selsync_session *s, uint64_t steps)
         for (int r = 1; r < s->world && !st; ++r)
             if ((st = ops->recv(s->comm.ctx, r, 0, mine + (size_t)r * per_rank, per_rank, NULL)))
                 st = session_comm_failed(s, st, "checkpoint");
-        checkpoint_head h = {{0}, s->world, 0, per_rank, s->batches};
+        checkpoint_head h = {{0}, s->world, s->batch, per_rank, s->batches};
         memcpy(h.magic, checkpoint_magic, sizeof h.magic);
         memcpy(buf, &h, sizeof h);
         if (!st) st = session_writer_done(s);

@@ -37,6 +37,9 @@ struct selsync_session {
     void *resume;                /* a checkpoint's state, until the engine takes it */
     size_t resume_len;
     char resume_from[4096];      /* the checkpoint file it came from (messages) */
+    int resumed_world;           /* a checkpoint resumed: the ranks of the job that wrote it (else 0) ... */
+    int resumed_batch;           /* ... and the samples each trained per step (0: not recorded) */
+    int batch;                   /* samples this rank trains per step (from begin on) */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
     pid_t writer;                /* rank 0: the process writing the last checkpoint (0: none) */
     uint64_t writer_step;        /* its step */

@@ -425,6 +425,7 @@ static int on_train_begin(attachment *a, train_plan *plan)
     }
     selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
+                         .minibatch = a->net->batch,
                          .step = get_current_batch(a->net),
                          .max_steps = a->net->max_batches > 0 ? (uint64_t)a->net->max_batches : 0,
                          .metric = plan->labels ? "top1" : "map50",
@@ -449,6 +450,10 @@ static int on_train_begin(attachment *a, train_plan *plan)
         plan->threads = 1; /* the trainer still loads one batch */
         return 0;
     }
+    /* resume_batch = global: more or fewer mini-batches per update; a
+     * resumed step counter goes on from the checkpoint's step */
+    a->net->subdivisions = mine.batch / a->net->batch;
+    if (mine.resumed) *a->net->seen = (size_t)selsync_session_steps(a->session) * mine.batch;
     if (plan->n > 0 && keep_files(a, plan, &mine)) return -1;
     if (mine.sequential) set_path_sampler(next_in_order, a);
     a->sampler = mine.sequential;

@@ -14,7 +14,7 @@ static int add_tensor(tensor_list *a, float *param, float *grad,
 {
     if (!param || count == 0) return 0;
     if (a->n == a->cap) return -1;
-    a->t[a->n++] = (selsync_tensor){param, grad, count, layer, kind};
+    a->t[a->n++] = (selsync_tensor){param, grad, count, layer, kind, 0};
     return 0;
 }
 
@@ -64,6 +64,7 @@ static int add_layer_tensors(tensor_list *a, const layer *l, size_t index)
         rc |= add_tensor(a, l->scales, l->scale_updates, nb, index, SELSYNC_TENSOR_TRAINED);
     rc |= add_tensor(a, l->rolling_mean, NULL, nb, index, SELSYNC_TENSOR_STAT);
     rc |= add_tensor(a, l->rolling_variance, NULL, nb, index, SELSYNC_TENSOR_STAT);
+    if (!rc && l->rolling_mean && l->rolling_variance) a->t[a->n - 1].variance = 1; /* of the means before it */
     return rc;
 }
 

@@ -213,11 +213,14 @@ refused checkpoint_empty_model 1 "empty-model.weights': damaged checkpoint, or o
 python3 "$work/ckpt.py" step=9007199254740992 "$ck" "$work/step-over.weights"
 refused checkpoint_step_over 1 "$work/step-over.weights: [selsync] the saved state is damaged: its step counters" 0 \
     "$darknet" classifier train "$data" "$work/resume.cfg" "$work/step-over.weights"
-# the last step a run can count is accepted, and the run stops at it with a
-# message instead of writing a checkpoint it could not resume
+# the last step a run can count is accepted, and a run with no step limit
+# (max_batches=0; with one the resumed step counter is past it: nothing to
+# train) stops at it with a message instead of writing a checkpoint it
+# could not resume
 python3 "$work/ckpt.py" step=9007199254740991 "$ck" "$work/step-last.weights"
+{ base 0; printf '\n[selsync]\npartition=seldp\n'; } >"$work/resume-unbounded.cfg"
 refused checkpoint_step_last 1 "the step counter is at 9007199254740991, the most a run can count" 0 \
-    "$darknet" classifier train "$data" "$work/resume.cfg" "$work/step-last.weights"
+    "$darknet" classifier train "$data" "$work/resume-unbounded.cfg" "$work/step-last.weights"
 # a checkpoint of 1 rank resumes on 2, each with its half of the data
 mpi -np 2 "$darknet" classifier train "$data" "$work/resume.cfg" "$ck" >"$work/resume-2.log" 2>&1
 check "a checkpoint of 1 rank resumes on 2" '[ $? -eq 0 ] &&

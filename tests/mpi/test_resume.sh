@@ -104,7 +104,9 @@ done
 # job of TO ranks resumes it: every rank starts from the same model (its
 # hash right after the begin), the old ranks' mean, which is what the old
 # job's own final average of that checkpoint gives (resumed at FROM with no
-# step), and not the old rank 0's; the first line says what changed, and
+# step), except the rolling variances, which are those of the old ranks'
+# data pooled (the variance of their rolling means added), and not the old
+# rank 0's; the first line says what changed, and
 # the resumed job trains on from step 6.
 w=$work/resize
 mkdir -p "$w"
@@ -122,8 +124,8 @@ for pair in 2:4 4:2; do
         || bad "$pair: resuming on $to ranks failed"
     [ "$(cat "$w/new$from"/n.*.begun | sort -u | wc -l)" -eq 1 ] && [ "$(ls "$w/new$from"/n.*.begun | wc -l)" -eq "$to" ] \
         && ok || bad "$pair: the $to ranks do not start from one model: $(cat "$w/new$from"/n.*.begun | tr '\n' ' ')"
-    python3 "$here/compare_weights.py" "$w/resized$from.weights" "$w/mean$from.weights" 1e-6 \
-        && ok || bad "$pair: the resumed model is not the $from ranks' mean"
+    python3 "$here/check_pooled_stats.py" "$w/resized$from.weights" "$w/mean$from.weights" "$w/old$from"/h.*.stats \
+        && ok || bad "$pair: the resumed model is not the $from ranks' mean with their BatchNorm statistics pooled"
     [ "$(cut -d' ' -f2 "$w/new$from/n.0.begun")" != "$(awk '$1 == 5 { print $2 }' "$w/old$from/h.0.hashes")" ] \
         && ok || bad "$pair: the resumed model is the old rank 0's own, not the mean"
     grep -q "resumed at step 6 from a checkpoint of $from ranks on $to: every rank starts from the old ranks' mean model" \
@@ -132,5 +134,33 @@ for pair in 2:4 4:2; do
     [ "$(column step "$w/on$from/m0.tsv" | tr '\n' ' ')" = "6 7 8 " ] && ok \
         || bad "$pair: the resumed steps are $(column step "$w/on$from/m0.tsv" | tr '\n' ' ')"
 done
+# --- resume_batch = global --------------------------------------------------------
+# The 4-rank checkpoint (4 samples per rank and step) resumed on 2 ranks
+# with resume_batch = global trains 2 mini-batches of 4 per rank and step,
+# the old global batch of 16: the same bits as a job whose cfg says batch=8
+# subdivisions=2 resuming it with the per-rank rule; its steps go on from 6.
+# On 3 ranks 16 samples are not whole mini-batches per rank: refused, with
+# the key's line, by every rank.
+cfg "$selsync
+delta=1000
+drift=0
+resume_batch=global" >"$w/global.cfg"
+cfg "$selsync
+delta=1000
+drift=0" | sed 's/^batch=4$/batch=8/; s/^subdivisions=1$/subdivisions=2/' >"$w/eight.cfg"
+NP=2 run "$w/global" ../global.cfg 3 g --begin --resume ../ck4.weights || bad "global: resuming on 2 ranks failed"
+NP=2 run "$w/eight" ../eight.cfg 3 g --begin --resume ../ck4.weights || bad "global: the batch=8 job failed"
+grep -q "each rank trains 8 samples per step (2 mini-batches of 4): the checkpoint's global batch of 16 (resume_batch = global)" \
+    "$w/global/log" && ok || bad "global: no line saying the global batch is kept"
+[ "$(column step "$w/global/m0.tsv" | tr '\n' ' ')" = "6 7 8 " ] && ok \
+    || bad "global: the resumed steps are $(column step "$w/global/m0.tsv" | tr '\n' ' ')"
+for r in 0 1; do
+    a=$(awk '$1 == "final" { print $2 }' "$w/global/g.$r.hashes")
+    b=$(awk '$1 == "final" { print $2 }' "$w/eight/g.$r.hashes")
+    [ -n "$a" ] && [ "$a" = "$b" ] && ok || bad "global: rank $r differs from the batch=8 subdivisions=2 job ($a vs $b)"
+done
+NP=3 run "$w/three" ../global.cfg 3 g --begin --resume ../ck4.weights && bad "global: 16 samples on 3 ranks were accepted"
+[ "$(grep -c "global.cfg:.*: \[selsync\] resume_batch = global: the checkpoint's global batch of 16 samples (4 ranks of 4) is not a whole number of mini-batches of 4 samples" "$w/three/log")" -eq 3 ] \
+    && ok || bad "global: the refusal on 3 ranks is not every rank's: $(cat "$w/three/log")"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -28,7 +28,9 @@
  * right after load_network (after the plugin's NETWORK_LOADED),
  * OUT_PREFIX.RANK.begun: "begun hash" right after TRAIN_BEGIN (with --begin
  * or --ssp: a checkpoint's state is in the network then), and
- * OUT_PREFIX.RANK.pid. With --nan-rank, OUT_PREFIX.RANK.hashes gets a third
+ * OUT_PREFIX.RANK.pid, and OUT_PREFIX.RANK.stats: after the last step,
+ * before TRAIN_END, per batch-normalised layer a line "mean" and a line
+ * "variance" with its rolling statistics. With --nan-rank, OUT_PREFIX.RANK.hashes gets a third
  * column: the number of parameters that are not finite. Rank and size come
  * from the launcher environment (1 process without one). */
 #define _POSIX_C_SOURCE 200809L /* nanosleep */
@@ -92,6 +94,23 @@ static void fill_sample(float *x, int inputs, float *y, int classes, int t, int 
 
 /* One line of the hashes file: label and hash, with count_bad also the
  * number of parameters that are not finite. */
+/* Every batch-normalised layer's rolling means and variances, a line each. */
+static int write_stats(const char *path, const network *net)
+{
+    FILE *out = fopen(path, "w");
+    if (!out) return -1;
+    for (int i = 0; i < net->n; ++i) {
+        const layer *l = &net->layers[i];
+        if (!l->batch_normalize || !l->rolling_mean) continue;
+        for (int v = 0; v < 2; ++v) {
+            fputs(v ? "variance" : "mean", out);
+            for (int c = 0; c < l->out_c; ++c) fprintf(out, " %.9g", (v ? l->rolling_variance : l->rolling_mean)[c]);
+            fputc('\n', out);
+        }
+    }
+    return fclose(out);
+}
+
 static void write_hash(FILE *out, const char *label, const network *net, int count_bad)
 {
     size_t bad;
@@ -147,10 +166,11 @@ int main(int argc, char **argv)
     }
     fprintf(loaded, "loaded %016llx\n", (unsigned long long)hash_params(net, NULL));
     fclose(loaded);
-    int part = ssp ? rank - 1 : rank, t0 = (int)get_current_batch(net);
+    int part = ssp ? rank - 1 : rank, step_batch = net->batch * net->subdivisions;
     if (ssp || begin) {
-        train_plan plan = {NULL, 0, 1, net->batch, NULL, 0, NULL};
+        train_plan plan = {NULL, 0, 1, net->batch * net->subdivisions, NULL, 0, NULL};
         report_network_event(net, TRAIN_BEGIN, &plan);
+        step_batch = plan.images;
         if (ssp && get_current_batch(net) >= (size_t)net->max_batches) steps = 0; /* the server: done */
         snprintf(path, sizeof path, "%s.%d.begun", argv[3], rank);
         FILE *begun = fopen(path, "w");
@@ -161,13 +181,14 @@ int main(int argc, char **argv)
         write_hash(begun, "begun", net, 0);
         fclose(begun);
     }
+    int t0 = (int)get_current_batch(net); /* (a resumed step counter is set at TRAIN_BEGIN) */
     snprintf(path, sizeof path, "%s.%d.hashes", argv[3], rank);
     FILE *out = fopen(path, "w");
     if (!out) {
         perror(path);
         return 1;
     }
-    int b = net->batch;
+    int b = step_batch;
     data d = {0};
     d.X = make_matrix(b, net->inputs);
     d.y = make_matrix(b, net->truths);
@@ -183,6 +204,11 @@ int main(int argc, char **argv)
         char label[32];
         snprintf(label, sizeof label, "%d", t);
         write_hash(out, label, net, nan_rank >= 0);
+    }
+    snprintf(path, sizeof path, "%s.%d.stats", argv[3], rank);
+    if (write_stats(path, net)) {
+        perror(path);
+        return 1;
     }
     report_network_event(net, TRAIN_END, NULL);
     write_hash(out, "final", net, nan_rank >= 0);

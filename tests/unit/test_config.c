@@ -340,7 +340,7 @@ static void test_unknown_key(void **state)
                                 "bucket_mb, "
                                 "sync_bn_stats, sync_batchnorm, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
-                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate");
+                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate, resume_batch");
 }
 
 static void test_key_case_sensitive(void **state)
@@ -747,6 +747,25 @@ static void test_sync_batchnorm_key(void **state)
     assert_int_equal(set(f, "sync_batchnorm", "2", 4), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:4: [selsync] sync_batchnorm = '2': out of range; allowed: 0, 1");
     word_key_refusals(f, "sync_batchnorm", "yes", "allowed: 0, 1", "1", "ssp");
+}
+
+/* resume_batch: rank (default), global; every method but ssp, which
+ * writes no checkpoint. */
+static void test_resume_batch_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.resume_batch, SELSYNC_RESUME_BATCH_RANK);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_null(strstr(f->err, "resume_batch"));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "resume_batch", "global", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.resume_batch, SELSYNC_RESUME_BATCH_GLOBAL);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_contains(f->err, " resume_batch=global bn_recalibrate=0");
+    word_key_refusals(f, "resume_batch", "all", "allowed: rank, global", "rank", "ssp");
 }
 
 /* sync_until: none (default), decay, burn_in; selsync only. */
@@ -1262,6 +1281,7 @@ int main(void)
         T(test_agree_key),
         T(test_lag_key),
         T(test_sync_batchnorm_key),
+        T(test_resume_batch_key),
         T(test_drift_key),
         T(test_outer_keys),
         T(test_overlap_keys),

@@ -52,7 +52,7 @@ static int setup(void **state)
             if (g[i]) g[i][j] = 1.0f;
         }
         f->t[i] = (selsync_tensor){p[i], g[i], counts[i], layer[i],
-                                   g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT};
+                                   g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT, 0};
     }
     f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
@@ -307,7 +307,7 @@ static void test_norm_of_a_large_tensor(void **state)
     enum { N = 4090 }; /* 3 blocks of 1024, 62 lanes' worth and a tail of 2 (the mock sums at most 4096) */
     fx *f = *state;
     static float p[N], g[N];
-    selsync_tensor t = {p, g, N, 0, SELSYNC_TENSOR_TRAINED};
+    selsync_tensor t = {p, g, N, 0, SELSYNC_TENSOR_TRAINED, 0};
     selsync_model m = {&t, 1, 1, 1, 0};
     double own = 0;
     f->cfg.warmup = 0;
@@ -1893,6 +1893,44 @@ static void test_snapshot_restore_with_lag(void **state)
     free(saved);
 }
 
+/* Three ranks' BatchNorm statistics restored as one: the means averaged,
+ * the variances those of the ranks' data pooled (the mean of the ranks'
+ * variances plus the variance of their means); a variance tensor that
+ * does not follow its statistic is refused at creation. */
+static void test_restore_mean_pools_variances(void **state)
+{
+    fx *f = *state;
+    float w[2] = {1, 2}, gw[2] = {0}, mean[2], var[2];
+    selsync_tensor t[3] = {{w, gw, 2, 0, SELSYNC_TENSOR_TRAINED, 0}, {mean, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0},
+                           {var, NULL, 2, 0, SELSYNC_TENSOR_STAT, 1}};
+    f->model = (selsync_model){t, 3, 1, 0, 0};
+    make(f);
+    size_t len = selsync_engine_snapshot_size(f->e);
+    unsigned char *saved = malloc(3 * len);
+    assert_non_null(saved);
+    const void *states[3];
+    for (int r = 0; r < 3; r++) { /* rank r: means r and 10 r, variances 1 and 2 */
+        mean[0] = (float)r, mean[1] = 10.0f * (float)r, var[0] = 1, var[1] = 2;
+        assert_int_equal(selsync_engine_snapshot(f->e, saved + r * len, len), SELSYNC_OK);
+        states[r] = saved + r * len;
+    }
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    make(f);
+    assert_int_equal(selsync_engine_restore_mean(f->e, states, 3, len), SELSYNC_OK);
+    assert_close(mean[0], 1, 1e-6);
+    assert_close(mean[1], 10, 1e-6);
+    assert_close(var[0], 1 + 2.0 / 3, 1e-6);   /* {0, 1, 2} spread 2/3 */
+    assert_close(var[1], 2 + 200.0 / 3, 1e-5); /* {0, 10, 20} spread 200/3 */
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    free(saved);
+    t[1].variance = 1; /* after a trained tensor */
+    assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &f->model, &f->e, f->err, sizeof f->err),
+                     SELSYNC_EINVAL);
+    assert_contains(f->err, "variances not after a statistic");
+}
+
 /* Two ranks' snapshots restored as one (another rank count): every param,
  * the statistic too, is their mean; the step and delta are the first's;
  * the gradients (momentum) are 0; a damaged second snapshot is refused. */
@@ -2134,6 +2172,7 @@ int main(void)
         T(test_snapshot_restore_continues),
         T(test_snapshot_restore_with_lag),
         T(test_restore_mean_of_two_ranks),
+        T(test_restore_mean_pools_variances),
         T(test_restore_cuts_a_torn_row),
         T(test_restore_rejects),
         T(test_restore_validates_fields),

@@ -56,7 +56,7 @@ static int setup(void **state)
     if (!f || !mkdtemp(f->dir)) return -1;
     snprintf(f->ckpt, sizeof f->ckpt, "%s/ck.weights", f->dir);
     snprintf(f->chart, sizeof f->chart, "%s/chart.png", f->dir);
-    f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED};
+    f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0};
     f->model = (selsync_model){&f->t, 1, 1, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_BSP;
@@ -109,7 +109,7 @@ static void train(fx *f, int steps)
 
 static void begin(fx *f, selsync_plan *plan)
 {
-    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart, NULL, 0,
+    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, 0, "top1", 10, f->ckpt, f->chart, NULL, 0,
                       selsync_chart_gnuplot()};
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
@@ -238,7 +238,7 @@ static void test_sequential_position(void **state)
     f->cfg.partition = SELSYNC_PARTITION_SELDP;
     open_session(f, &one);
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
+    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.sequential);
     assert_int_equal(plan.count, 10);
@@ -330,7 +330,7 @@ static void test_training_lists_disagree(void **state)
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     m.bcast_from[0] = &r0; /* now rank 0's list */
     m.bcast_from_n[0] = sizeof r0;
-    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
+    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_EMISMATCH);
     assert_non_null(strstr(selsync_session_error(f->s), "the training list differs: rank 0 (host-a; a.data): "
                            "5 files, hash 0000000000000009; rank 1 (host-a; b.data): 4 files, hash "
@@ -360,7 +360,7 @@ static selsync_status begin_rank0(fx *f, selsync_method method, uint64_t max_ste
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = method;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, max_steps, NULL};
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, 0, NULL, 0, NULL, NULL, NULL, max_steps, NULL};
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     return selsync_session_begin(f->s, &d, plan);
 }
@@ -464,9 +464,9 @@ static int recalibrate_host(void *user, selsync_session *s, size_t samples)
 static void run_recalibrated(fx *f, mock_comm *m, int n, size_t listed)
 {
     static int labels[8] = {0, 1, 0, 1, 0, 1, 0, 1};
-    selsync_tensor t[3] = {{f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED},
-                           {recal.stat, NULL, 2, 0, SELSYNC_TENSOR_STAT},
-                           {recal.stat + 2, NULL, 2, 0, SELSYNC_TENSOR_STAT}};
+    selsync_tensor t[3] = {{f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0},
+                           {recal.stat, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0},
+                           {recal.stat + 2, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0}};
     selsync_model model = {t, 3, 1, 0, 0};
     selsync_plan plan;
     char err[512];
@@ -485,7 +485,7 @@ static void run_recalibrated(fx *f, mock_comm *m, int n, size_t listed)
     assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
     assert_int_equal(selsync_session_create(&f->cfg, &c, &host, &f->s, err, sizeof err), SELSYNC_OK);
     assert_int_equal(selsync_session_load(f->s, &model, identity(7), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, listed, 0, NULL, 2, 2, 0, "top1", 10, NULL, NULL, NULL, 0, NULL};
+    selsync_data d = {labels, listed, 0, NULL, 2, 2, 0, 0, "top1", 10, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     train(f, 6);
     FILE *devnull = fopen("/dev/null", "w");

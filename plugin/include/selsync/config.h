@@ -45,6 +45,13 @@ typedef enum selsync_agree_rule {
     SELSYNC_AGREE_MEAN           /* when the ranks' mean Delta >= delta */
 } selsync_agree_rule;
 
+/* A checkpoint resumed by a job of another rank count: the batch each rank
+ * trains per step. */
+typedef enum selsync_resume_batch {
+    SELSYNC_RESUME_BATCH_RANK = 0, /* the host's own (the global batch scales with the ranks) */
+    SELSYNC_RESUME_BATCH_GLOBAL    /* the old job's global batch shared out (whole mini-batches) */
+} selsync_resume_batch;
+
 typedef enum selsync_nonfinite {
     SELSYNC_NONFINITE_STOP = 0,  /* end the job, naming the step and rank */
     SELSYNC_NONFINITE_SKIP       /* no rank synchronises that step */
@@ -91,7 +98,8 @@ typedef enum selsync_partition {
     X(CHECKPOINT_EVERY, "checkpoint_every") \
     X(CHART_EVERY, "chart_every")         \
     X(ON_NONFINITE, "on_nonfinite")       \
-    X(BN_RECALIBRATE, "bn_recalibrate")
+    X(BN_RECALIBRATE, "bn_recalibrate")   \
+    X(RESUME_BATCH, "resume_batch")
 
 typedef enum selsync_config_key {
 #define SELSYNC_CONFIG_KEY_ENUM(id, name) SELSYNC_KEY_##id,
@@ -157,6 +165,7 @@ typedef struct selsync_config {
     selsync_nonfinite on_nonfinite; /* a NaN/Inf loss or gradient norm */
     int bn_recalibrate;            /* samples per rank that re-estimate the BatchNorm statistics of the
                                       final model after the final average; 0 = off */
+    selsync_resume_batch resume_batch; /* per-rank batch after a resume at another rank count */
 
     /* Provenance, for messages: the cfg file, the section's line, and the
      * line (0 = not set) and value as written (shortened) of every key. */

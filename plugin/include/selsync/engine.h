@@ -162,8 +162,10 @@ selsync_status selsync_engine_restore(selsync_engine *e, const void *buf, size_t
 /* The snapshots of the n ranks of another job (each len bytes, as
  * selsync_engine_restore takes them) restored as one: the step, the
  * learning rate's history, delta and the totals from the first; every
- * param (statistics too) the mean of the n ranks' (the same bits on every
- * rank that restores the same snapshots); and what belonged to one rank
+ * param (statistics too) the mean of the n ranks', a variance tensor's plus
+ * the variance of the n ranks' means, so that the statistics are those of
+ * the ranks' data pooled (the same bits on every rank that restores the
+ * same snapshots); and what belonged to one rank
  * of that job restarted: the gradients (with Darknet the momentum) and
  * residual at 0, the smoothing history empty, the run of local steps at 0,
  * the outer momentum at 0, no agreement in flight (lag), the anchor the

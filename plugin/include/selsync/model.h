@@ -16,6 +16,10 @@ typedef struct selsync_tensor {
     size_t count;
     size_t layer;               /* index of the layer it belongs to, < n_layers */
     selsync_tensor_kind kind;
+    /* Non-zero for a STAT tensor holding the variances of the STAT tensor
+     * just before it (same layer and count): a mean of several ranks'
+     * statistics then adds the spread of their means (a mixture's variance). */
+    int variance;
 } selsync_tensor;
 
 typedef struct selsync_model {

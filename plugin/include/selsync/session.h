@@ -86,6 +86,8 @@ typedef struct selsync_data {
     const char *list_source;    /* the file that names the list (for messages; NULL: the cfg) */
     int classes;
     int batch;                  /* samples a step trains on */
+    int minibatch;              /* samples of one forward and backward pass; batch is a multiple
+                                   (0: batch) */
     uint64_t step;              /* the host's steps done so far (seeds this rank's sampling) */
     const char *metric;         /* with evaluation: "top1" or "map50" */
     size_t heldout;             /* with evaluation: held-out samples (for messages) */
@@ -104,6 +106,11 @@ typedef struct selsync_plan {
     int sequential;             /* read them in order (selsync_session_next_sample), not at random */
     int serve_only;             /* method ssp, rank 0: the host skips its loop; the session serves at end */
     int images;                 /* samples per load: batch, or with injection this rank's own */
+    int batch;                  /* samples a step trains on: the data's batch, or after a resume at
+                                   another rank count with resume_batch = global the old job's
+                                   global batch shared out (a multiple of minibatch) */
+    int resumed;                /* a checkpoint was resumed: the host's step counter goes on from
+                                   selsync_session_steps (its batch may differ from the writer's) */
     uint64_t seed;              /* for the host's own sampling on this rank */
     int console;                /* this rank shows the run's progress: rank 0, or with ssp the first worker */
     int training_ranks;         /* the ranks that train and share the machine's cores (ssp: the workers) */
