@@ -4,7 +4,7 @@ list under each straggler setting, side by side, with the settings in the
 output's header.
 
 Usage: scripts/bench-stragglers.py [--ranks 16] [--suite wide] [--steps 100]
-           [--batch 32] [--seeds 1] [--methods bsp,ssp-100,fedavg-4,selsync]
+           [--batch 32] [--subdivisions K] [--seeds 1] [--methods bsp,ssp-100,fedavg-4,selsync]
            [--settings none,jitter,slow-one,slow-quarter] [--eval-images 2000]
            [--quick] [--results DIR]
 
@@ -63,6 +63,9 @@ def options():
     ap.add_argument("--suite", default="wide", help="a compare-methods suite (default wide)")
     ap.add_argument("--steps", type=int, default=100, help="steps per run (default 100)")
     ap.add_argument("--batch", type=int, default=32, help="images per rank and step (default 32)")
+    ap.add_argument("--subdivisions", type=int, default=0,
+                    help="mini-batches per rank and step, every method (default: the cfg's; the shares of "
+                    "the -speed methods need more than 1)")
     ap.add_argument("--seeds", help="comma-separated seeds (default 1)")
     ap.add_argument("--methods", help="method keys (default bsp,ssp-100,fedavg-4,selsync; quick bsp,ssp-100,selsync)")
     ap.add_argument("--settings", default=",".join(SETTINGS), help="a subset of " + ", ".join(SETTINGS))
@@ -123,6 +126,7 @@ def run_setting(a, setting, spec):
     cmd += ["--quick"] if a.quick else ["--steps", str(a.steps), "--batch", str(a.batch),
                                        "--eval-images", str(a.eval_images)]
     cmd += ["--stragglers", spec] if spec else []
+    cmd += ["--subdivisions", str(a.subdivisions)] if a.subdivisions else []
     print("bench-stragglers: %s (%s)" % (setting, spec or "no straggler"), flush=True)
     if subprocess.call(cmd):
         fail("%s: frontier.py failed (its log is above; the runs are in %s)" % (setting, out))
@@ -204,6 +208,7 @@ def main():
             md.append("| %s | %s | %s ± %s | %s | %sx | %.0f %% | %s | %s |" % (
                 setting, m, vals[2], vals[3], vals[4], vals[5], 100 * float(vals[6]), vals[7], vals[8]))
     budget = "compare-methods' quick budget" if a.quick else "%d steps of %d images" % (a.steps, a.batch)
+    budget += " in %d mini-batches" % a.subdivisions if a.subdivisions else ""
     header = ["# Stragglers: %s, %d ranks, %s, virtual time at 1gbit, seeds %s" % (
                   a.suite, a.ranks, budget, ",".join(map(str, a.seeds))),
               "",

@@ -72,6 +72,8 @@ def options():
     ap.add_argument("--methods", help="compare-methods' method keys (default: the grid above)")
     ap.add_argument("--steps", type=int, default=200, help="steps per run (default 200)")
     ap.add_argument("--batch", type=int, default=32, help="images per rank and step (default 32)")
+    ap.add_argument("--subdivisions", type=int, default=0,
+                    help="mini-batches per rank and step (default: the cfg's; compare-methods --subdivisions)")
     ap.add_argument("--eval-images", type=int, default=10000,
                     help="held-out images of every evaluation (default 10000: all of Fashion-MNIST's test set)")
     ap.add_argument("--bandwidth", default="1gbit")
@@ -114,6 +116,7 @@ def run_one(a, seed, method, folder):
     cmd += ["--det-cfg", a.det_cfg] if a.det_cfg else []
     cmd += ["--lr-rule", a.lr_rule]
     cmd += ["--stragglers", a.stragglers] if a.stragglers else []
+    cmd += ["--subdivisions", str(a.subdivisions)] if a.subdivisions else []
     log = os.path.join(folder, "compare.log")
     with open(log, "w") as f:
         if subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT):

@@ -27,6 +27,7 @@ static const char *const nonfinite_names[] = {"stop", "skip"};
 static const char *const sync_until_names[] = {"none", "decay", "burn_in"};
 static const char *const agree_names[] = {"any", "mean"};
 static const char *const resume_batch_names[] = {"rank", "global"};
+static const char *const speed_batches_names[] = {"off", "on", "auto"};
 static const char *const partition_names[] = {"iid", "seldp", "label", "dirichlet"};
 
 static const char *const key_names[SELSYNC_KEY_COUNT] = {
@@ -306,6 +307,16 @@ static const char *p_resume_batch(selsync_config *c, const char *v)
     return e;
 }
 
+static const char *p_speed_batches(selsync_config *c, const char *v)
+{
+    int i;
+    const char *e = parse_word(v, speed_batches_names, 3, &i);
+    if (!e) c->speed_batches = (selsync_speed_batches)i;
+    return e;
+}
+
+static const char *p_speed_every(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->speed_every); }
+
 static const struct key_info {
     const char *(*parse)(selsync_config *cfg, const char *value);
     unsigned methods; /* BIT(method) for each method the key applies to */
@@ -349,6 +360,9 @@ static const struct key_info {
     [SELSYNC_KEY_ON_NONFINITE] = {p_on_nonfinite, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "stop, skip"},
     [SELSYNC_KEY_BN_RECALIBRATE] = {p_bn_recalibrate, ALL_METHODS, "an integer from 0 to 1000000 (0 = off)"},
     [SELSYNC_KEY_RESUME_BATCH] = {p_resume_batch, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "rank, global"},
+    [SELSYNC_KEY_SPEED_BATCHES] = {p_speed_batches, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP), "off, on, auto"},
+    [SELSYNC_KEY_SPEED_EVERY] = {p_speed_every, ALL_METHODS & ~BIT(SELSYNC_METHOD_SSP),
+                                 "an integer from 1 to 1000000"},
 };
 
 /* ---- API ---- */
@@ -376,6 +390,7 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->bn_recalibrate = SELSYNC_BN_RECALIBRATE_DEFAULT;
     cfg->outer_lr = 1;
     cfg->agree = SELSYNC_AGREE_DEFAULT;
+    cfg->speed_every = 10;
     cfg->drift = -1; /* = SELSYNC_DRIFT_DEFAULT with selsync and aggregate = params, else 0 */
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
@@ -496,6 +511,20 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
         put(&m, "inject_alpha = %g: data injection mixes skewed partitions, but with partition = seldp "
                 "every rank already reads all the data; allowed: partition = iid, label:K or dirichlet:A",
             cfg->inject_alpha);
+        return SELSYNC_ECONFIG;
+    }
+    if (a && cfg->speed_batches != SELSYNC_SPEED_OFF) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_SPEED_BATCHES));
+        put(&m, "speed_batches = %s: batches that follow speed change each rank's batch, which data injection "
+                "completes to a fixed size; allowed: speed_batches = off with inject_alpha > 0",
+            speed_batches_names[cfg->speed_batches]);
+        return SELSYNC_ECONFIG;
+    }
+    if (cfg->sync_batchnorm && cfg->speed_batches != SELSYNC_SPEED_OFF) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_SPEED_BATCHES));
+        put(&m, "speed_batches = %s: synchronised BatchNorm sums every mini-batch's statistics over the ranks, "
+                "so every rank must train as many mini-batches as the others; allowed: speed_batches = off with "
+                "sync_batchnorm = 1", speed_batches_names[cfg->speed_batches]);
         return SELSYNC_ECONFIG;
     }
     if (cfg->qsr_alpha > 0 && cfg->max_local == 0) {
@@ -648,6 +677,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     PUT(" sync_bn_stats=%d", c->sync_bn_stats);
     if (c->sync_batchnorm) PUT(" sync_batchnorm=1");
     if (c->resume_batch) PUT(" resume_batch=%s", resume_batch_names[c->resume_batch]);
+    if (c->speed_batches) PUT(" speed_batches=%s speed_every=%d", speed_batches_names[c->speed_batches], c->speed_every);
     PUT(" bn_recalibrate=%d seed=%llu; %d process%s", c->bn_recalibrate, (unsigned long long)c->seed, world,
         world == 1 ? "" : "es");
 #undef PUT

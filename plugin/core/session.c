@@ -298,6 +298,7 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
         plan->serve_only = 1;
         return SELSYNC_OK;
     }
+    if ((st = session_speed_begin(s, d))) return st;
     if (s->cfg.inject_alpha > 0) {
         if ((st = selsync_inject_plan(&s->cfg, s->world, s->batch, &s->inject, s->err, sizeof s->err))) return st;
         if (!(s->senders = malloc((size_t)s->inject.senders * sizeof *s->senders)))
@@ -330,6 +331,7 @@ void selsync_session_batch_requested(selsync_session *s, int *images)
      * by the time of the next checkpoint. */
     s->trained_sample = s->next_sample;
     if (s->inject.senders) *images = sends(s, s->requested++) ? s->inject.load : s->inject.own;
+    session_speed_requested(s, images);
 }
 
 size_t selsync_session_next_sample(selsync_session *s)
@@ -445,6 +447,7 @@ selsync_status selsync_session_after_update(selsync_session *s)
     selsync_status st;
     if ((st = selsync_engine_after_update(s->engine))) return session_engine_failed(s, st);
     uint64_t steps = selsync_session_steps(s);
+    if ((st = session_speed_step(s, steps))) return st;
     if (s->chart) {
         const selsync_step *x = selsync_engine_last_step(s->engine);
         selsync_totals t;
@@ -531,6 +534,7 @@ static selsync_status summary(selsync_session *s, FILE *out)
         fprintf(out, "selsync: summary: synchronised BatchNorm: %.0f sums per rank (%.1f per step), %.3f s per rank "
                 "in them, waiting included (part of compute above; their bytes part of the synchronisation's)\n",
                 v[16], v[6] > 0 ? v[16] / v[6] : 0.0, v[17]);
+    session_speed_summary(s, out);
     if (s->checkpoints)
         fprintf(out, "selsync: summary: %llu checkpoint%s written beside training; training stood still %.3f s for "
                 "%s (%.3f s each: the ranks' states gathered on rank 0)\n", (unsigned long long)s->checkpoints,
@@ -688,5 +692,7 @@ void selsync_session_destroy(selsync_session *s)
     free(s->senders);
     free(s->resume);
     free(s->bn_buf);
+    free(s->speed.shares);
+    free(s->speed.speeds);
     free(s);
 }

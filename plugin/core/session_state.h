@@ -1,10 +1,12 @@
 /* The session's state, shared by its files (session.c: loading, the
  * data, the steps, evaluations and the end; session_checkpoint.c:
- * checkpoints, written and resumed). Internal to the core. */
+ * checkpoints, written and resumed; session_speed.c: batches that follow
+ * speed). Internal to the core. */
 #ifndef SELSYNC_SESSION_STATE_H
 #define SELSYNC_SESSION_STATE_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -15,6 +17,20 @@
 #include "selsync/ssp.h"
 
 #include "internal.h"
+
+/* speed_batches: each rank's share of a step's mini-batches. */
+typedef struct speed_state {
+    int *shares;                 /* mini-batches per rank of the loads requested now (NULL: off); then
+                                    the shares a measurement proposes */
+    double *speeds;              /* the ranks' samples per second of computation, last measured */
+    int mini;                    /* samples of one mini-batch */
+    int loaded[3];               /* samples of the last loads requested (the trainer loads one ahead) */
+    uint64_t requests, trained;  /* loads requested, steps trained, since begin */
+    double compute0;             /* this rank's computation at the last measurement ... */
+    uint64_t samples;            /* ... and the samples it trained since */
+    uint64_t changes;            /* the shares changed this often */
+    double samples_total;        /* samples this rank trained since begin */
+} speed_state;
 
 struct selsync_session {
     selsync_config cfg;
@@ -55,6 +71,7 @@ struct selsync_session {
     size_t bn_cap;               /* ... doubles allocated */
     uint64_t bn_sums;            /* sync_batchnorm: sums so far ... */
     double bn_seconds;           /* ... and the seconds in them */
+    speed_state speed;           /* speed_batches */
     char err[2048];
 };
 
@@ -82,5 +99,17 @@ selsync_status session_resume(selsync_session *s);
 selsync_status session_checkpoint(selsync_session *s, uint64_t steps);
 /* Rank 0: waits for the process writing the last checkpoint, if any. */
 selsync_status session_writer_done(selsync_session *s);
+
+/* session_speed.c */
+/* In begin, with s->batch known: shares start equal (off with one
+ * mini-batch per rank, which cannot be split). */
+selsync_status session_speed_begin(selsync_session *s, const selsync_data *d);
+/* A load requested: *images becomes this rank's share. */
+void session_speed_requested(selsync_session *s, int *images);
+/* After each step (all ranks): counts its samples; every speed_every
+ * steps the ranks' speeds are measured and agreed, and the shares follow. */
+selsync_status session_speed_step(selsync_session *s, uint64_t steps);
+/* The summary's line, if batches followed speed. */
+void session_speed_summary(const selsync_session *s, FILE *out);
 
 #endif

@@ -86,6 +86,7 @@ typedef struct attachment {
     selsync_session *session;
     evaluator *eval;             /* rank 0 with eval_every, from TRAIN_BEGIN on */
     int sampler;                 /* the trainer reads through next_in_order */
+    int step_batch;              /* samples per step, every rank's mean (from TRAIN_BEGIN; 0 before) */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
     char chart[4096];            /* the training chart the console rank draws */
     char **recal_paths;          /* bn_recalibrate: this rank's first training files (copies) */
@@ -454,11 +455,23 @@ static int on_train_begin(attachment *a, train_plan *plan)
      * resumed step counter goes on from the checkpoint's step */
     a->net->subdivisions = mine.batch / a->net->batch;
     if (mine.resumed) *a->net->seen = (size_t)selsync_session_steps(a->session) * mine.batch;
+    a->step_batch = mine.batch;
     if (plan->n > 0 && keep_files(a, plan, &mine)) return -1;
     if (mine.sequential) set_path_sampler(next_in_order, a);
     a->sampler = mine.sequential;
     plan->images = mine.images;
     return 0;
+}
+
+/* A step's batch of k mini-batches (speed_batches: this rank's share):
+ * one update after the k, the step counter unchanged. */
+static void train_as_loaded(network *net, const data *d)
+{
+    int k = d->X.rows / net->batch;
+    if (k < 1 || k == net->subdivisions) return;
+    size_t step = get_current_batch(net);
+    net->subdivisions = k;
+    *net->seen = step * (size_t)net->batch * (size_t)k;
 }
 
 /* Injection: replaces this step's batch of own images by a full batch,
@@ -517,11 +530,15 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     switch (event) {
     case NETWORK_LOADED: return on_loaded(a, arg);
     case TRAIN_BEGIN: return on_train_begin(a, arg);
-    case BEFORE_UPDATE:
+    case BEFORE_UPDATE: /* gradient sums divided by the ranks' mean batch: averaged, the global batch's */
+        if (a->step_batch) ((update_args *)arg)->batch = a->step_batch;
         return check(a, selsync_session_before_update(a->session, *net->cost, ((update_args *)arg)->learning_rate));
     case AFTER_UPDATE: return check(a, selsync_session_after_update(a->session));
     case BATCH_REQUESTED: selsync_session_batch_requested(a->session, arg); return 0;
-    case BATCH_LOADED: return on_batch_loaded(a, arg);
+    case BATCH_LOADED:
+        if (on_batch_loaded(a, arg)) return -1;
+        train_as_loaded(net, arg);
+        return 0;
     case ITERATION_PRINTED: on_iteration_printed(a, arg); return 0;
     case TRAIN_END: return on_train_end(a);
     case BEFORE_SAVE: return a->ad->rank != 0; /* only rank 0 writes */

@@ -56,6 +56,9 @@ def options(argv):
     p.add_argument("--no-emulation", action="store_true",
                    help="no network namespaces: shared memory, with modelled communication time")
     p.add_argument("--batch", type=int, default=0, help="batch per rank (default: the cfg's; quick 8)")
+    p.add_argument("--subdivisions", type=int, default=0,
+                   help="mini-batches per rank and step (Darknet's subdivisions; default: the cfg's): the "
+                   "granularity of speed_batches' shares")
     p.add_argument("--lr-rule", choices=("cfg", "linear"), default="cfg",
                    help="learning rate: the cfg's (default), or linear: the cfg's x ranks x batch per rank / the "
                    "cfg's batch, after a warm-up over a tenth of the steps (the same rule for every method)")

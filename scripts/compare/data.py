@@ -64,9 +64,9 @@ def prepare_data(args, out, work):
     return datas
 
 
-def base_cfg(path, steps, batch=0, ranks=0):
+def base_cfg(path, steps, batch=0, ranks=0, subdivisions=0):
     """The cfg without its [selsync] section, with max_batches = steps (and
-    the batch size per rank, when given). ranks > 0: the linear scaling rule
+    the batch size per rank and its subdivisions, when given). ranks > 0: the linear scaling rule
     for the global batch of that many ranks, lr = cfg's lr x ranks x batch /
     cfg's batch, reached after a warm-up (burn_in) of a tenth of the steps
     unless the cfg has one."""
@@ -82,6 +82,8 @@ def base_cfg(path, steps, batch=0, ranks=0):
                 cfg_batch = int(m.group(1))
                 if batch:
                     line = "batch=%d\n" % batch
+            if subdivisions and re.match(r"\s*subdivisions\s*=", line):
+                line = "subdivisions=%d\n" % subdivisions
             m = re.match(r"\s*learning_rate\s*=\s*([0-9.]+)", line)
             if m and lr is None:
                 lr = (float(m.group(1)), len(out))
@@ -109,7 +111,8 @@ def run_cfg(args, run, cfg_path, metrics):
         s["eval_every"] = run.eval_every
     s["log"] = metrics
     body = "".join("%s=%s\n" % (k, v) for k, v in s.items())
-    return (base_cfg(cfg_path, run.steps, args.batch, args.ranks if args.lr_rule == "linear" else 0)
+    return (base_cfg(cfg_path, run.steps, args.batch, args.ranks if args.lr_rule == "linear" else 0,
+                     getattr(args, "subdivisions", 0))
             + "\n[selsync]\n" + body)
 
 

@@ -68,6 +68,12 @@ def methods(steps, extra=False):
         for d in ("1e-3", "4e-4"):  # with the lag, a lower drift threshold for the decisions that come 2 steps late
             out.append(("selsync-mean-drift-%s-lag-2" % d, "SelSync, Δ's mean, drift rule at %s, agreement 2 steps later" % d,
                         {"method": "selsync", "agree": "mean", "drift": d, "lag": 2}))
+        # each rank's share of the step's mini-batches follows its speed (needs --subdivisions > 1)
+        for key, label, base in (("bsp", "BSP", {"method": "bsp"}), ("selsync", "SelSync, defaults", {"method": "selsync"}),
+                                 ("selsync-lag-2", "SelSync, defaults, lag 2", {"method": "selsync", "lag": 2})):
+            out.append((key + "-speed", label + ", batches that follow speed", {**base, "speed_batches": "auto"}))
+            out.append((key + "-speed-on", label + ", batches that follow every change of speed",
+                        {**base, "speed_batches": "on"}))
         for k in (2, 8, 16):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         # post-local SGD: every step synchronises until Darknet's burn_in ends

@@ -21,7 +21,9 @@
 #  - local SGD drifts apart and ends with one identical average;
 #  - fedavg averages every fedavg_interval steps; with the outer step the
 #    replicas are equal after each average, and not those of the plain one;
-#  - ranks that built different random weights all start from rank 0's.
+#  - ranks that built different random weights all start from rank 0's;
+#  - speed_batches: a slow rank trains fewer mini-batches, and bsp still
+#    equals one process with the whole batch.
 set -u
 prog=$1 np=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
@@ -383,6 +385,31 @@ run "$work/init.cfg" 1 "$work/init" --rank-init || bad "($np ranks) bsp run from
     && ok || bad "($np ranks) after loading, the ranks do not all hold rank 0's weights"
 # bsp averages gradients: from different weights the ranks would stay apart
 same_hashes "$work/init" 0 && ok || bad "($np ranks) parameters differ after the first bsp step"
+
+# --- speed_batches: a slow rank trains fewer of the step's mini-batches ------
+# Batch 4 in 2 mini-batches of 2 per rank; the last rank sleeps 40 ms a
+# step, so after the speeds are measured at step 2 it trains 1 mini-batch
+# and the others the rest. Every rank's samples follow the lower ranks'
+# (--loads), so each step's samples are those of one process with the
+# whole batch (4 x np in 2 x np mini-batches of 2): bsp equals it, every
+# rank divides its gradient sum by the ranks' mean batch, and the replicas
+# stay identical.
+cfg 4 0 "method=bsp
+speed_batches=on
+speed_every=2" | sed 's/^subdivisions=1$/subdivisions=2/' >"$work/speed.cfg"
+cfg $((4 * np)) 0 "" | sed "s/^subdivisions=1\$/subdivisions=$((2 * np))/" >"$work/speed-big.cfg"
+run "$work/speed.cfg" 10 "$work/speed" --init "$work/init.weights" --save "$work/speed.weights" --begin --loads \
+    --slow-rank $((np - 1)) --slow-ms 40 || bad "($np ranks) bsp with speed_batches failed"
+"$prog" "$work/speed-big.cfg" 10 "$work/speed-big" --init "$work/init.weights" --save "$work/speed-big.weights" \
+    >>"$work/log" 2>&1
+shares=$(grep -o "rank 0: step 2: mini-batches per rank by speed:[ 0-9]*" "$work/log" | sed 's/.*speed://')
+[ "$(echo $shares | awk '{ print $NF }')" = 1 ] && [ "$(echo $shares | wc -w)" -eq "$np" ] && ok \
+    || bad "($np ranks) speed_batches: the shares after step 2 are '$shares', the slow rank's not 1"
+python3 "$here/compare_weights.py" "$work/speed.weights" "$work/speed-big.weights" 1e-5 \
+    && ok || bad "($np ranks) bsp with batches that follow speed differs from one process with the whole batch"
+same_hashes "$work/speed" 9 && ok || bad "($np ranks) speed_batches: the replicas differ after the last step"
+grep -q "batches that follow speed: the shares changed [0-9]* time" "$work/log" && ok \
+    || bad "($np ranks) speed_batches: no summary line"
 
 [ "$fail" -gt 0 ] && tail -20 "$work/log"
 echo "$pass passed, $fail failed"

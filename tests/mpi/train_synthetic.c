@@ -13,6 +13,11 @@
  *                      sums also with every rank on one host
  *   --rank-init        Darknet's random initial weights seeded with the rank
  *                      (1 + rank), so that every rank builds different ones
+ *   --loads            report BATCH_REQUESTED and BATCH_LOADED around every
+ *                      step, as Darknet's trainers do, and train the batch
+ *                      size the hook asks for; the samples follow those of
+ *                      the lower ranks (their sizes summed with MPI_Exscan),
+ *                      so unequal batches still cover the step's set in order
  *   --nan-rank R --nan-step S   one input of rank R's step S (counted from
  *                      0 in this process) is NaN: its loss and gradient too
  *
@@ -41,6 +46,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <mpi.h>
 
 #include "comm_mpi.h"
 #include "darknet.h"
@@ -131,11 +138,12 @@ int main(int argc, char **argv)
     if (darknet_plugin_init(&argc, &argv)) return 1;
     const char *init = NULL, *save = NULL;
     int spike_rank = -1, spike_step = -1, ssp = 0, slow_rank = -1, slow_ms = 0, begin = 0, clear = 1;
-    int rank_init = 0, nan_rank = -1, nan_step = -1;
+    int rank_init = 0, nan_rank = -1, nan_step = -1, loads = 0;
     for (int i = 4; i < argc; i += 2) {
         if (!strcmp(argv[i], "--ssp")) { ssp = 1; i--; continue; }
         if (!strcmp(argv[i], "--begin")) { begin = 1; i--; continue; }
         if (!strcmp(argv[i], "--rank-init")) { rank_init = 1; i--; continue; }
+        if (!strcmp(argv[i], "--loads")) { loads = 1; i--; continue; }
         if (!strcmp(argv[i], "--background-sums")) { selsync_mpi_set_background_sums(1); i--; continue; }
         if (i + 1 >= argc) break;
         if (!strcmp(argv[i], "--init")) init = argv[i + 1];
@@ -188,18 +196,30 @@ int main(int argc, char **argv)
         perror(path);
         return 1;
     }
-    int b = step_batch;
+    int b = step_batch, first = part * b;
     data d = {0};
-    d.X = make_matrix(b, net->inputs);
-    d.y = make_matrix(b, net->truths);
     for (int t = t0; t < t0 + steps; ++t) {
         if (rank == slow_rank) nanosleep(&(struct timespec){slow_ms / 1000, slow_ms % 1000 * 1000000L}, NULL);
+        if (loads) {
+            b = step_batch;
+            report_network_event(net, BATCH_REQUESTED, &b);
+            first = 0;
+            MPI_Exscan(&b, &first, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+            if (rank == 0) first = 0;
+        }
+        if (d.X.rows != b) {
+            free_data(d);
+            d = (data){0};
+            d.X = make_matrix(b, net->inputs);
+            d.y = make_matrix(b, net->truths);
+        }
         for (int i = 0; i < b; ++i) {
-            fill_sample(d.X.vals[i], net->inputs, d.y.vals[i], net->truths, t, part * b + i);
+            fill_sample(d.X.vals[i], net->inputs, d.y.vals[i], net->truths, t, first + i);
             if (rank == spike_rank && t == spike_step)
                 for (int j = 0; j < net->inputs; ++j) d.X.vals[i][j] *= 50;
         }
         if (rank == nan_rank && t - t0 == nan_step) d.X.vals[0][0] = NAN;
+        if (loads) report_network_event(net, BATCH_LOADED, &d);
         train_network(net, d);
         char label[32];
         snprintf(label, sizeof label, "%d", t);

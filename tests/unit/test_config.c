@@ -340,7 +340,7 @@ static void test_unknown_key(void **state)
                                 "bucket_mb, "
                                 "sync_bn_stats, sync_batchnorm, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
-                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate, resume_batch");
+                                "log, eval_every, checkpoint_every, chart_every, on_nonfinite, bn_recalibrate, resume_batch, speed_batches, speed_every");
 }
 
 static void test_key_case_sensitive(void **state)
@@ -766,6 +766,39 @@ static void test_resume_batch_key(void **state)
     selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
     assert_contains(f->err, " resume_batch=global bn_recalibrate=0");
     word_key_refusals(f, "resume_batch", "all", "allowed: rank, global", "rank", "ssp");
+}
+
+/* speed_batches: off (default), on, auto; speed_every 1..1000000 (10);
+ * neither with ssp; not with data injection, which completes every batch
+ * to one size, nor with sync_batchnorm, whose sums are per mini-batch. */
+static void test_speed_batches_keys(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.speed_batches, SELSYNC_SPEED_OFF);
+    assert_int_equal(f->cfg.speed_every, 10);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "speed_batches", "auto", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "speed_every", "7", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_contains(f->err, " speed_batches=auto speed_every=7 bn_recalibrate=0");
+    word_key_refusals(f, "speed_batches", "fast", "allowed: off, on, auto", "on", "ssp");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "speed_every", "0", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] speed_every = '0': out of range; allowed: an integer from 1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "speed_batches", "on", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_alpha", "0.5", 6), SELSYNC_OK);
+    assert_int_equal(set(f, "inject_beta", "0.5", 7), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] speed_batches = on: batches that follow speed");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "speed_batches", "auto", 5), SELSYNC_OK);
+    assert_int_equal(set(f, "sync_batchnorm", "1", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:5: [selsync] speed_batches = auto: synchronised BatchNorm sums every mini-batch");
 }
 
 /* sync_until: none (default), decay, burn_in; selsync only. */
@@ -1282,6 +1315,7 @@ int main(void)
         T(test_lag_key),
         T(test_sync_batchnorm_key),
         T(test_resume_batch_key),
+        T(test_speed_batches_keys),
         T(test_drift_key),
         T(test_outer_keys),
         T(test_overlap_keys),

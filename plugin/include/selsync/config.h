@@ -52,6 +52,14 @@ typedef enum selsync_resume_batch {
     SELSYNC_RESUME_BATCH_GLOBAL    /* the old job's global batch shared out (whole mini-batches) */
 } selsync_resume_batch;
 
+/* Batches that follow each rank's speed (selsync/speed.h). */
+typedef enum selsync_speed_batches {
+    SELSYNC_SPEED_OFF = 0, /* every rank trains the same batch */
+    SELSYNC_SPEED_ON,      /* every speed_every steps the shares follow the measured speeds where
+                              that makes the step shorter */
+    SELSYNC_SPEED_AUTO     /* ... when that makes the step at least 5 % shorter */
+} selsync_speed_batches;
+
 typedef enum selsync_nonfinite {
     SELSYNC_NONFINITE_STOP = 0,  /* end the job, naming the step and rank */
     SELSYNC_NONFINITE_SKIP       /* no rank synchronises that step */
@@ -99,7 +107,9 @@ typedef enum selsync_partition {
     X(CHART_EVERY, "chart_every")         \
     X(ON_NONFINITE, "on_nonfinite")       \
     X(BN_RECALIBRATE, "bn_recalibrate")   \
-    X(RESUME_BATCH, "resume_batch")
+    X(RESUME_BATCH, "resume_batch")       \
+    X(SPEED_BATCHES, "speed_batches")     \
+    X(SPEED_EVERY, "speed_every")
 
 typedef enum selsync_config_key {
 #define SELSYNC_CONFIG_KEY_ENUM(id, name) SELSYNC_KEY_##id,
@@ -166,6 +176,8 @@ typedef struct selsync_config {
     int bn_recalibrate;            /* samples per rank that re-estimate the BatchNorm statistics of the
                                       final model after the final average; 0 = off */
     selsync_resume_batch resume_batch; /* per-rank batch after a resume at another rank count */
+    selsync_speed_batches speed_batches; /* each rank's share of the step's mini-batches by speed */
+    int speed_every;               /* steps between two measurements of the ranks' speeds, >= 1 */
 
     /* Provenance, for messages: the cfg file, the section's line, and the
      * line (0 = not set) and value as written (shortened) of every key. */
