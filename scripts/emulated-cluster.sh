@@ -14,6 +14,13 @@
 #   emulated-cluster.sh stats NAME              bytes each host sent and received on its link
 #   emulated-cluster.sh down NAME               end what runs in NAME's hosts and remove them
 #   emulated-cluster.sh agent HOST COMMAND...   (the rsh agent mpirun calls)
+# With EMULATED_CLUSTER_CPU=H:PCT[+H:PCT...] in its environment, `mpirun`
+# limits host H (1 or more; host 0 runs mpirun itself) to PCT % of one CPU,
+# as a slower or shared machine: every 0.1 s the processes of the host's
+# namespace (its daemon and ranks) are put in a cgroup of the job's with
+# that CPU quota (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us), removed when
+# the job ends. (The agent cannot do it: inside a namespace's
+# `ip netns exec` the cgroup file system is not mounted.)
 # NAME: 1-8 letters or digits. `up` exits 3 when a cluster of that name
 # exists (a caller may pick another name). Callers remove the cluster with
 # `down`, also when they fail or are interrupted; `down` of a missing
@@ -138,13 +145,69 @@ down() {
     remove_job_folders "$1"
 }
 
+# the cgroup folder of the cpu controller (v2, or v1's cpu hierarchy)
+cpu_cgroups() {
+    if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+        echo +cpu >/sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
+        echo /sys/fs/cgroup
+    elif [ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then
+        echo /sys/fs/cgroup/cpu
+    else
+        return 1
+    fi
+}
+
+# limit_cpu JOB SPEC HOSTS: for each H:PCT of SPEC a cgroup for host H,
+# its folder written to JOB/hH.cgroup
+limit_cpu() {
+    root=$(cpu_cgroups) || die "EMULATED_CLUSTER_CPU: no cgroup cpu controller to limit a host with here"
+    for item in $(echo "$2" | tr '+' ' '); do
+        h=${item%%:*} pct=${item#*:}
+        case $h:$pct in *[!0-9:]* | :* | *: | *:*:*) die "EMULATED_CLUSTER_CPU: '$item' is not HOST:PERCENT" ;; esac
+        [ "$h" -ge 1 ] && [ "$h" -lt "$3" ] || die "EMULATED_CLUSTER_CPU: host $h: allowed 1..$(($3 - 1)) (host 0 runs mpirun)"
+        [ "$pct" -ge 1 ] && [ "$pct" -le 100 ] || die "EMULATED_CLUSTER_CPU: $pct %: allowed 1..100"
+        cg=$root/emulated-cluster.${1##*/}.h$h
+        mkdir "$cg" || die "EMULATED_CLUSTER_CPU: cannot create the cgroup $cg"
+        if [ -e "$cg/cpu.max" ]; then
+            echo "$((pct * 1000)) 100000" >"$cg/cpu.max"
+        else
+            echo 100000 >"$cg/cpu.cfs_period_us" && echo $((pct * 1000)) >"$cg/cpu.cfs_quota_us"
+        fi || die "EMULATED_CLUSTER_CPU: cannot set the quota of $cg"
+        echo "$cg" >"$1/h$h.cgroup"
+    done
+}
+
+# keep_limited NAME JOB: until JOB/done exists, puts every process of each
+# limited host's namespace in its cgroup
+keep_limited() {
+    until [ -e "$2/done" ]; do
+        for f in "$2"/h*.cgroup; do
+            [ -f "$f" ] || continue
+            h=${f##*/}
+            for pid in $(ip netns pids "$1-${h%.cgroup}" 2>/dev/null); do
+                echo "$pid" >"$(cat "$f")/cgroup.procs" 2>/dev/null || true
+            done
+        done
+        sleep 0.1
+    done
+}
+
+# removes the job's cgroups once their processes have ended (up to 5 s)
+unlimit_cpu() {
+    for f in "$1"/h*.cgroup; do
+        [ -f "$f" ] || continue
+        i=0
+        until rmdir "$(cat "$f")" 2>/dev/null || [ $i -ge 50 ]; do sleep 0.1; i=$((i + 1)); done
+    done
+}
+
 run_mpirun() {
     name=$1; shift
     check_name "$name"
     hosts=$(hosts_of "$name")
     [ -n "$hosts" ] || die "no cluster named $name (create it: $0 up $name HOSTS RATE)"
     job=$(mktemp -d "$tmp_base/emulated-cluster.$name.XXXXXX") || die "cannot create a folder in $tmp_base"
-    trap 'rm -rf "$job"' EXIT
+    trap 'touch "$job/done"; wait; unlimit_cpu "$job"; rm -rf "$job"' EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
     trap 'exit 129' HUP
@@ -153,6 +216,10 @@ run_mpirun() {
         list="${list:+$list,}$h:1"
         mkdir "$job/${h##*-}"
     done
+    if [ -n "${EMULATED_CLUSTER_CPU:-}" ]; then
+        limit_cpu "$job" "$EMULATED_CLUSTER_CPU" "$(echo $hosts | wc -w)"
+        keep_limited "$name" "$job" &
+    fi
     # pml ob1 + btl tcp: no UCX or shared-memory path may bypass the links
     # (the agent finds the job's folder in the environment mpirun passes on);
     # --bind-to none before ARGS, which may override it (see the header)

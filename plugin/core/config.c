@@ -169,15 +169,20 @@ static const char *parse_word(const char *v, const char *const *words, int n, in
     return "not an allowed value";
 }
 
+/* A parser setting FIELD (an enum of type TYPE) to the index of the word
+ * of NAMES the value is. */
+#define WORD_PARSER(fn, field, names, type)                                                 \
+    static const char *fn(selsync_config *c, const char *v)                                 \
+    {                                                                                       \
+        int i;                                                                              \
+        const char *e = parse_word(v, names, (int)(sizeof names / sizeof names[0]), &i);   \
+        if (!e) c->field = (type)i;                                                         \
+        return e;                                                                           \
+    }
+
 /* ---- one parser per key ---- */
 
-static const char *p_method(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, method_names, NMETHODS, &i);
-    if (!e) c->method = (selsync_method)i;
-    return e;
-}
+WORD_PARSER(p_method, method, method_names, selsync_method)
 
 static const char *p_delta(selsync_config *c, const char *v) { return parse_real(v, 0, 0, HUGE_VAL, &c->delta); }
 static const char *p_window(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->window); }
@@ -196,39 +201,15 @@ static const char *p_drift(selsync_config *c, const char *v) { return parse_real
 static const char *p_outer_momentum(selsync_config *c, const char *v) { return parse_real(v, 0, 0, 0.999, &c->outer_momentum); }
 static const char *p_outer_lr(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 10, &c->outer_lr); }
 
-static const char *p_sync_until(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, sync_until_names, 3, &i);
-    if (!e) c->sync_until = (selsync_sync_until)i;
-    return e;
-}
+WORD_PARSER(p_sync_until, sync_until, sync_until_names, selsync_sync_until)
 
-static const char *p_agree(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, agree_names, 2, &i);
-    if (!e) c->agree = (selsync_agree_rule)i;
-    return e;
-}
+WORD_PARSER(p_agree, agree, agree_names, selsync_agree_rule)
 
 static const char *p_lag(selsync_config *c, const char *v) { return parse_int(v, 0, SELSYNC_LAG_MAX, &c->lag); }
 
-static const char *p_granularity(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, granularity_names, 2, &i);
-    if (!e) c->granularity = (selsync_granularity)i;
-    return e;
-}
+WORD_PARSER(p_granularity, granularity, granularity_names, selsync_granularity)
 
-static const char *p_aggregate(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, aggregate_names, 2, &i);
-    if (!e) c->aggregate = (selsync_aggregate)i;
-    return e;
-}
+WORD_PARSER(p_aggregate, aggregate, aggregate_names, selsync_aggregate)
 
 static const char *p_overlap(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->overlap); }
 static const char *p_bucket_mb(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1024, &c->bucket_mb); }
@@ -291,29 +272,11 @@ static const char *p_bn_recalibrate(selsync_config *c, const char *v)
     return parse_int(v, 0, 1000000, &c->bn_recalibrate);
 }
 
-static const char *p_on_nonfinite(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, nonfinite_names, 2, &i);
-    if (!e) c->on_nonfinite = (selsync_nonfinite)i;
-    return e;
-}
+WORD_PARSER(p_on_nonfinite, on_nonfinite, nonfinite_names, selsync_nonfinite)
 
-static const char *p_resume_batch(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, resume_batch_names, 2, &i);
-    if (!e) c->resume_batch = (selsync_resume_batch)i;
-    return e;
-}
+WORD_PARSER(p_resume_batch, resume_batch, resume_batch_names, selsync_resume_batch)
 
-static const char *p_speed_batches(selsync_config *c, const char *v)
-{
-    int i;
-    const char *e = parse_word(v, speed_batches_names, 3, &i);
-    if (!e) c->speed_batches = (selsync_speed_batches)i;
-    return e;
-}
+WORD_PARSER(p_speed_batches, speed_batches, speed_batches_names, selsync_speed_batches)
 
 static const char *p_speed_every(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->speed_every); }
 

@@ -69,6 +69,9 @@ def options(argv):
                    help="with --virtual: stragglers in SELSYNC_VIRTUAL's terms, slow=R:F[+R:F...] (rank R computes "
                         "F times slower) and/or jitter=P:TIME[:SEED] (every rank pauses TIME at the start of a step "
                         "with probability P; SEED defaults to --seed), comma-separated")
+    p.add_argument("--cpu-limit", metavar="H:PCT[+H:PCT]", default="",
+                   help="on emulated hosts: host H (1 or more) limited to PCT %% of one CPU, as a slower machine "
+                   "(scripts/emulated-cluster.sh's EMULATED_CLUSTER_CPU)")
     p.add_argument("--emulated-clock", metavar="SPEC", default="",
                    help="on emulated hosts: every rank also keeps a virtual clock on the network SPEC "
                    "(SELSYNC_VIRTUAL's form, e.g. bandwidth=944Mbit,latency=33us) with its computation in wall "
@@ -132,6 +135,8 @@ def options(argv):
         a.shm_methods = []
     if a.emulated_clock and (a.virtual or a.no_emulation):
         p.error("--emulated-clock goes with emulated hosts, not with --virtual or --no-emulation")
+    if a.cpu_limit and (a.virtual or a.no_emulation):
+        p.error("--cpu-limit goes with emulated hosts, not with --virtual or --no-emulation (there: --stragglers)")
     if a.emulated_clock and "compute=" not in a.emulated_clock:
         a.emulated_clock += ",compute=wall"
     return a

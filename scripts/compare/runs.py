@@ -251,8 +251,9 @@ def execute(args, run, i, ctx):
     env = None
     if run.net == "emulated":
         cmd = ["sh", CLUSTER, "mpirun", ctx["cluster"].name, "-np", str(args.ranks)] + train
+        env = dict(os.environ, EMULATED_CLUSTER_CPU=args.cpu_limit) if args.cpu_limit else None
         if args.emulated_clock:  # the modelled clock beside the measured times
-            env = dict(os.environ, SELSYNC_VIRTUAL=args.emulated_clock)
+            env = dict(env or os.environ, SELSYNC_VIRTUAL=args.emulated_clock)
             cmd[6:6] = ["-x", "SELSYNC_VIRTUAL"]
     else:
         cmd = ["mpirun", "-np", str(args.ranks), "--oversubscribe"] + train

@@ -14,6 +14,8 @@
 #    (SELSYNC_RING_LINKS=tcp);
 #  - SELSYNC_RING_LINKS=tcp with an interface no host has stops the job at
 #    start on every rank, naming it;
+#  - EMULATED_CLUSTER_CPU limits a host's CPU (where a cgroup cpu controller
+#    is writable), and host 0 is refused;
 #  - removing the cluster ends what still runs in it and leaves nothing behind.
 # Exits 77 (skipped) only where network namespaces are not permitted.
 set -u
@@ -36,6 +38,26 @@ here=$(stat -L -c %i /proc/self/ns/net)
 grep -E '^[01] [0-9]+$' "$work/ns.out" >"$work/ns.ranks"
 check "one rank per host" '[ "$(cut -d " " -f 1 "$work/ns.ranks" | sort -u | wc -l)" -eq 2 ] &&
     [ "$(cut -d " " -f 2 "$work/ns.ranks" | sort -u | grep -vc "^$here$")" -eq 2 ]'
+
+# EMULATED_CLUSTER_CPU=1:25: host 1's rank gets at most a quarter of a CPU
+# (a busy loop of 1.5 s uses under 40 % of it in CPU time), its cgroup is
+# gone after the job, and host 0 cannot be limited
+if grep -qw cpu /sys/fs/cgroup/cgroup.controllers 2>/dev/null || [ -w /sys/fs/cgroup/cpu/cgroup.procs ]; then
+    EMULATED_CLUSTER_CPU=1:25 timeout 60 $cluster mpirun "$name" -np 2 python3 -c '
+import os, time
+t = time.time()
+while time.time() - t < 1.5:
+    pass
+c = os.times()
+print("cpu", os.environ["OMPI_COMM_WORLD_RANK"], (c[0] + c[1]) / (time.time() - t))' >"$work/cpu.out" 2>&1
+    check "a host limited to 25 % of a CPU" 'awk '"'"'$1 == "cpu" && $2 == 1 { found = 1; ok = $3 < 0.4 } END { exit !(found && ok) }'"'"' "$work/cpu.out"'
+    check "the limited host's cgroup removed" '! ls /sys/fs/cgroup /sys/fs/cgroup/cpu 2>/dev/null | grep -q "emulated-cluster.emulated-cluster.$name"'
+    EMULATED_CLUSTER_CPU=0:50 timeout 60 $cluster mpirun "$name" -np 2 true >"$work/cpu0.out" 2>&1
+    rc=$?
+    check "host 0 is not limited" '[ $rc -ne 0 ] && grep -q "host 0: allowed 1..1 (host 0 runs mpirun)" "$work/cpu0.out"'
+else
+    echo "no cgroup cpu controller: the CPU limit is not tested"
+fi
 
 fmnist_data
 { sed 's/^max_batches=.*/max_batches=30/' "$src/cfg/fmnist-tiny.cfg"

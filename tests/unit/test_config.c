@@ -727,22 +727,30 @@ static void word_key_refusals(fixture *f, const char *key, const char *bad, cons
     assert_contains(f->err, want);
 }
 
+/* KEY at its default is not in the cfg line; set to VALUE with METHOD it
+ * is, as SHOWN. */
+static void shown_when_set(fixture *f, const char *key, const char *value, const char *method, const char *shown)
+{
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_null(strstr(f->err, key));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", method, 2), SELSYNC_OK);
+    assert_int_equal(set(f, key, value, 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
+    assert_contains(f->err, shown);
+}
+
 /* sync_batchnorm: 0 (default) or 1, every method but ssp (rank 0 there
  * serves and runs no training pass); the cfg line shows it when on. */
 static void test_sync_batchnorm_key(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.sync_batchnorm, 0);
-    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
-    assert_null(strstr(f->err, "sync_batchnorm"));
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
-    assert_int_equal(set(f, "sync_batchnorm", "1", 3), SELSYNC_OK);
-    assert_int_equal(finish(f), SELSYNC_OK);
+    shown_when_set(f, "sync_batchnorm", "1", "bsp", " sync_bn_stats=1 sync_batchnorm=1 bn_recalibrate=0");
     assert_int_equal(f->cfg.sync_batchnorm, 1);
-    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
-    assert_contains(f->err, " sync_bn_stats=1 sync_batchnorm=1 bn_recalibrate=0");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "sync_batchnorm", "2", 4), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:4: [selsync] sync_batchnorm = '2': out of range; allowed: 0, 1");
@@ -754,17 +762,9 @@ static void test_sync_batchnorm_key(void **state)
 static void test_resume_batch_key(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.resume_batch, SELSYNC_RESUME_BATCH_RANK);
-    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
-    assert_null(strstr(f->err, "resume_batch"));
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "method", "fedavg", 2), SELSYNC_OK);
-    assert_int_equal(set(f, "resume_batch", "global", 3), SELSYNC_OK);
-    assert_int_equal(finish(f), SELSYNC_OK);
+    shown_when_set(f, "resume_batch", "global", "fedavg", " resume_batch=global bn_recalibrate=0");
     assert_int_equal(f->cfg.resume_batch, SELSYNC_RESUME_BATCH_GLOBAL);
-    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
-    assert_contains(f->err, " resume_batch=global bn_recalibrate=0");
     word_key_refusals(f, "resume_batch", "all", "allowed: rank, global", "rank", "ssp");
 }
 
@@ -774,16 +774,9 @@ static void test_resume_batch_key(void **state)
 static void test_speed_batches_keys(void **state)
 {
     fixture *f = *state;
-    assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.speed_batches, SELSYNC_SPEED_OFF);
     assert_int_equal(f->cfg.speed_every, 10);
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
-    assert_int_equal(set(f, "speed_batches", "auto", 3), SELSYNC_OK);
-    assert_int_equal(set(f, "speed_every", "7", 4), SELSYNC_OK);
-    assert_int_equal(finish(f), SELSYNC_OK);
-    selsync_config_describe(&f->cfg, 4, f->err, sizeof f->err);
-    assert_contains(f->err, " speed_batches=auto speed_every=7 bn_recalibrate=0");
+    shown_when_set(f, "speed_batches", "auto", "bsp", " speed_batches=auto speed_every=10 bn_recalibrate=0");
     word_key_refusals(f, "speed_batches", "fast", "allowed: off, on, auto", "on", "ssp");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "speed_every", "0", 4), SELSYNC_ECONFIG);
