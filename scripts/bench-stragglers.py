@@ -29,7 +29,9 @@ all at full speed and C0 its computation without stragglers), the time to BSP's 
 evaluation at or above it; "-" when none), and the time a rank spent
 waiting for the others and on the network (the ranks' mean, from the
 run's summary.tsv: virtual time does not log it per rank).
-Written to RESULTS/stragglers.md and stragglers.tsv; printed as well.
+Written to RESULTS/stragglers.md and stragglers.tsv; printed as well;
+RESULTS/stragglers.png plots each method's training time against the
+settings' severity (with gnuplot).
 
 --quick: 2 ranks, frontier.py's quick budget, methods bsp,ssp-100,selsync,
 seed 1:
@@ -38,6 +40,7 @@ the test of the script, not a measurement.
 import argparse
 import glob
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -168,6 +171,35 @@ def figures(out, seed, method, target):
             "to_target": reached}
 
 
+def plot(a, table, path):
+    """PATH (PNG, gnuplot): each method's training time against the
+    settings' severity, the share of the ideal throughput the stragglers
+    take (1 - the ranks' summed speed); no plot without gnuplot."""
+    if not shutil.which("gnuplot"):
+        print("bench-stragglers: no gnuplot; no plot")
+        return
+    order = sorted(a.settings, key=lambda s: 1 - speed_share(a, s))
+    data = path[:-4] + ".dat"
+    with open(data, "w") as f:
+        f.write("# severity\tsetting\t" + "\t".join(a.methods) + "\n")
+        for s in order:
+            times = ["%.4f" % statistics.mean(r["time"] for r in table[s, m]) for m in a.methods]
+            f.write("%.4f\t%s\t%s\n" % (1 - speed_share(a, s), s, "\t".join(times)))
+    lines = ", ".join("'%s' using 1:%d%s with linespoints title '%s'"
+                      % (os.path.basename(data), i + 3, ":xtic(2)" if i == 0 else "", m)
+                      for i, m in enumerate(a.methods))
+    script = ("set terminal pngcairo size 900,560 noenhanced font ',10'\nset output '%s'\n"
+              "set title 'Training time against straggler severity (%s, %d ranks, virtual time)'\n"
+              "set xlabel 'severity: share of the ideal throughput the stragglers take'\n"
+              "set ylabel 'training time (s, virtual)'\nset key outside right\nset grid\n"
+              "set datafile separator '\\t'\nplot %s\n" % (os.path.basename(path), a.suite, a.ranks, lines))
+    gp = path[:-4] + ".gp"
+    with open(gp, "w") as f:
+        f.write(script)
+    if subprocess.call(["gnuplot", os.path.basename(gp)], cwd=os.path.dirname(path)):
+        fail("gnuplot failed on %s" % gp)
+
+
 def mean_sd(xs):
     return statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0
 
@@ -225,6 +257,7 @@ def main():
     with open(os.path.join(a.results, "stragglers.tsv"), "w") as f:
         f.write("\t".join(head) + "\n" + "\n".join(lines) + "\n")
     print(text, end="")
+    plot(a, table, os.path.join(a.results, "stragglers.png"))
     print("bench-stragglers: written %s" % os.path.join(a.results, "stragglers.md"))
 
 

@@ -18,8 +18,8 @@
 # limits host H (1 or more; host 0 runs mpirun itself) to PCT % of one CPU,
 # as a slower or shared machine: every 0.1 s the processes of the host's
 # namespace (its daemon and ranks) are put in a cgroup of the job's with
-# that CPU quota (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us), removed when
-# the job ends. (The agent cannot do it: inside a namespace's
+# that CPU quota per 10 ms (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us),
+# removed when the job ends. (The agent cannot do it: inside a namespace's
 # `ip netns exec` the cgroup file system is not mounted.)
 # NAME: 1-8 letters or digits. `up` exits 3 when a cluster of that name
 # exists (a caller may pick another name). Callers remove the cluster with
@@ -168,10 +168,14 @@ limit_cpu() {
         [ "$pct" -ge 1 ] && [ "$pct" -le 100 ] || die "EMULATED_CLUSTER_CPU: $pct %: allowed 1..100"
         cg=$root/emulated-cluster.${1##*/}.h$h
         mkdir "$cg" || die "EMULATED_CLUSTER_CPU: cannot create the cgroup $cg"
+        # periods of 10 ms: the host computes at a steady fraction of its
+        # speed, where the default 100 ms let it run at full speed and then
+        # stand still for up to 40 ms at a time (a straggler's pauses, not
+        # a slower machine)
         if [ -e "$cg/cpu.max" ]; then
-            echo "$((pct * 1000)) 100000" >"$cg/cpu.max"
+            echo "$((pct * 100)) 10000" >"$cg/cpu.max"
         else
-            echo 100000 >"$cg/cpu.cfs_period_us" && echo $((pct * 1000)) >"$cg/cpu.cfs_quota_us"
+            echo 10000 >"$cg/cpu.cfs_period_us" && echo $((pct * 100)) >"$cg/cpu.cfs_quota_us"
         fi || die "EMULATED_CLUSTER_CPU: cannot set the quota of $cg"
         echo "$cg" >"$1/h$h.cgroup"
     done

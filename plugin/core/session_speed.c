@@ -2,7 +2,8 @@
  * step's global batch stays N x the rank's batch, in whole mini-batches;
  * every speed_every steps each rank measures its samples per second of
  * computation (the virtual clock's, slow-down included, under virtual
- * time), the ranks add them in one sum (each fills its own slot), and
+ * time; averaged over the last measurements), the ranks add them in one
+ * sum (each fills its own slot), and
  * every rank derives the same shares (selsync_speed_shares). A share
  * applies to the loads requested after it; the trainer has one load in
  * flight, so every rank switches at the same step. The host accumulates
@@ -17,6 +18,12 @@
 #include "selsync/vclock.h"
 
 #include "session_state.h"
+
+/* The weight of the latest measurement in a rank's speed: an average over
+ * about the last 5 measurements, so that one measurement's noise (a CPU
+ * quota's stall, another process's burst) moves no share, while a lasting
+ * change does within a few measurements. */
+#define SPEED_WEIGHT 0.2
 
 /* This rank's computation so far: the virtual clock's, or the engine's. */
 static double computed(const selsync_session *s)
@@ -71,9 +78,11 @@ static selsync_status follow(selsync_session *s, uint64_t steps)
 {
     speed_state *p = &s->speed;
     int n = s->world, *next = p->shares + n, total = n * (s->batch / p->mini);
-    double now = computed(s), spent = now - p->compute0;
+    double now = computed(s), first = p->mean_seconds == 0 ? 1.0 : SPEED_WEIGHT;
+    p->mean_samples += first * ((double)p->samples - p->mean_samples);
+    p->mean_seconds += first * (now - p->compute0 - p->mean_seconds);
     memset(p->speeds, 0, (size_t)n * sizeof *p->speeds);
-    p->speeds[s->rank] = spent > 0 ? (double)p->samples / spent : 0;
+    p->speeds[s->rank] = p->mean_seconds > 0 ? p->mean_samples / p->mean_seconds : 0;
     p->compute0 = now;
     p->samples = 0;
     selsync_status st = s->comm.ops->sum_f64(s->comm.ctx, p->speeds, (size_t)n);

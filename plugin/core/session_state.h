@@ -28,6 +28,7 @@ typedef struct speed_state {
     uint64_t requests, trained;  /* loads requested, steps trained, since begin */
     double compute0;             /* this rank's computation at the last measurement ... */
     uint64_t samples;            /* ... and the samples it trained since */
+    double mean_samples, mean_seconds; /* both per measurement, averaged (EWMA): the speed's estimate */
     uint64_t changes;            /* the shares changed this often */
     double samples_total;        /* samples this rank trained since begin */
 } speed_state;

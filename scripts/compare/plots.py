@@ -61,7 +61,7 @@ def plots(args, out, runs, all_suites, gnuplot):
                     write(os.path.join(pdir, dat), "".join(
                         "%d\t%s\t%d\n" % (x["step"], repr(x["change"]) if math.isfinite(x["change"]) else "NaN",
                                           x["decision"] == "sync") for x in r.result["rows"]))
-                    d = float(r.settings["delta"])
+                    d = float(r.settings.get("delta", 0.3))  # [selsync]'s default when the method sets none
                     parts.append("set title %s\nset logscale y\nset grid\nset ylabel 'Δ'\nset xlabel 'step'\n"
                                  "set key outside right\n"
                                  "plot %s using 1:2 with lines lc rgb '#888888' title 'Δ (whole model)', "

@@ -20,6 +20,10 @@ rc=$?
 cat "$work/first.txt"
 check "exits 0" '[ $rc -eq 0 ]'
 check "table and TSV written" '[ -s "$out/stragglers.md" ] && [ -s "$out/stragglers.tsv" ]'
+check "the plot's data: a row per setting, by severity, a column per method" \
+    '[ "$(grep -v "^#" "$out/stragglers.dat" | cut -f2 | tr "\n" " ")" = "none jitter slow-quarter slow-one " ] &&
+     [ "$(grep -v "^#" "$out/stragglers.dat" | awk -F"\t" "{ print NF }" | sort -u)" = 5 ]'
+command -v gnuplot >/dev/null && check "the plot drawn" '[ -s "$out/stragglers.png" ]'
 tsv=$out/stragglers.tsv
 check "a row per setting and method" '[ "$(tail -n +2 "$tsv" | cut -f1,2 | tr "\t\n" ": ")" = "$(for x in none jitter slow-one slow-quarter; do printf "$x:bsp $x:ssp-100 $x:selsync "; done)" ]'
 check "ssp: no share of synchronised steps" 'grep -q "^| ssp-100 | 1 | .* | - |$" "$out/none/frontier.md"'
