@@ -757,6 +757,18 @@ static void test_sync_batchnorm_key(void **state)
     word_key_refusals(f, "sync_batchnorm", "yes", "allowed: 0, 1", "1", "ssp");
 }
 
+/* KEY1 = VALUE1 on line 5 and KEY2 = VALUE2 on line 6 together: finish
+ * refuses them with WANT in the message. */
+static void refused_together(fixture *f, const char *key1, const char *value1, const char *key2, const char *value2,
+                             const char *want)
+{
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, key1, value1, 5), SELSYNC_OK);
+    assert_int_equal(set(f, key2, value2, 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, want);
+}
+
 /* resume_batch: rank (default), global; every method but ssp, which
  * writes no checkpoint. */
 static void test_resume_batch_key(void **state)
@@ -787,11 +799,8 @@ static void test_speed_batches_keys(void **state)
     assert_int_equal(set(f, "inject_beta", "0.5", 7), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:5: [selsync] speed_batches = on: batches that follow speed");
-    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
-    assert_int_equal(set(f, "speed_batches", "auto", 5), SELSYNC_OK);
-    assert_int_equal(set(f, "sync_batchnorm", "1", 6), SELSYNC_OK);
-    assert_int_equal(finish(f), SELSYNC_ECONFIG);
-    assert_contains(f->err, "cfg/x.cfg:5: [selsync] speed_batches = auto: synchronised BatchNorm sums every mini-batch");
+    refused_together(f, "speed_batches", "auto", "sync_batchnorm", "1",
+                     "cfg/x.cfg:5: [selsync] speed_batches = auto: synchronised BatchNorm sums every mini-batch");
 }
 
 /* sync_until: none (default), decay, burn_in; selsync only. */
