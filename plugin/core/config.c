@@ -214,6 +214,7 @@ WORD_PARSER(p_aggregate, aggregate, aggregate_names, selsync_aggregate)
 static const char *p_overlap(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->overlap); }
 static const char *p_bucket_mb(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1024, &c->bucket_mb); }
 static const char *p_sync_bn(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_bn_stats); }
+static const char *p_sync_momentum(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_momentum); }
 static const char *p_sync_batchnorm(selsync_config *c, const char *v) { return parse_int(v, 0, 1, &c->sync_batchnorm); }
 static const char *p_fedavg_interval(selsync_config *c, const char *v) { return parse_int(v, 1, 1000000, &c->fedavg_interval); }
 static const char *p_fedavg_fraction(selsync_config *c, const char *v) { return parse_real(v, 0, 1, 1, &c->fedavg_fraction); }
@@ -301,6 +302,7 @@ static const struct key_info {
     [SELSYNC_KEY_OUTER_MOMENTUM] = {p_outer_momentum, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG),
                                     "a real number in [0,0.999] (0 = off)"},
     [SELSYNC_KEY_OUTER_LR] = {p_outer_lr, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG), "a real number in (0,10]"},
+    [SELSYNC_KEY_SYNC_MOMENTUM] = {p_sync_momentum, SELSYNC_ONLY | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_AGGREGATE] = {p_aggregate, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "params, grads"},
     [SELSYNC_KEY_OVERLAP] = {p_overlap, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP) | BIT(SELSYNC_METHOD_FEDAVG), "0, 1"},
     [SELSYNC_KEY_BUCKET_MB] = {p_bucket_mb, SELSYNC_ONLY | BIT(SELSYNC_METHOD_BSP), "a real number in (0,1024]"},
@@ -513,6 +515,12 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
             k == SELSYNC_KEY_OUTER_MOMENTUM ? cfg->outer_momentum : cfg->outer_lr);
         return SELSYNC_ECONFIG;
     }
+    if (cfg->sync_momentum && cfg->aggregate != SELSYNC_AGGREGATE_PARAMS) {
+        head(&m, cfg, line_of(cfg, SELSYNC_KEY_SYNC_MOMENTUM));
+        put(&m, "sync_momentum = 1: momentum buffers travel with parameter averages, and with aggregate = grads "
+                "there are none (every rank applies the same averaged gradients); allowed: aggregate = params");
+        return SELSYNC_ECONFIG;
+    }
     if (cfg->drift < 0)
         cfg->drift = cfg->method == SELSYNC_METHOD_SELSYNC && cfg->aggregate == SELSYNC_AGGREGATE_PARAMS
                          ? SELSYNC_DRIFT_DEFAULT : 0;
@@ -631,6 +639,7 @@ void selsync_config_describe(const selsync_config *c, int world, char *buf, size
     if (c->method == SELSYNC_METHOD_SELSYNC && c->lag) PUT(" lag=%d", c->lag);
     if (selsync_config_drift(c)) PUT(" drift=%g", c->drift);
     if (selsync_config_outer(c)) PUT(" outer_momentum=%g outer_lr=%g", c->outer_momentum, c->outer_lr);
+    if (c->sync_momentum) PUT(" sync_momentum=1");
     if (c->method == SELSYNC_METHOD_FEDAVG)
         PUT(" fedavg_interval=%d fedavg_fraction=%g", c->fedavg_interval, c->fedavg_fraction);
     if (c->method == SELSYNC_METHOD_SSP) PUT(" ssp_staleness=%d", c->ssp_staleness);

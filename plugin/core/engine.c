@@ -155,7 +155,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->chosen = calloc(e->n_layers, 1);
     e->payload = calloc(e->n_layers, 1);
     e->perm = calloc((size_t)world, sizeof *e->perm);
-    e->seg = malloc(e->nt * sizeof *e->seg);
+    e->seg = malloc(2 * e->nt * sizeof *e->seg); /* a param and a momentum per tensor */
     e->tsq = calloc(e->nt, sizeof *e->tsq);
     e->tbad = calloc(e->nt, 1);
     e->measured = calloc(e->nt, 1);
@@ -355,7 +355,7 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
         if (engine_averages_late(e)) {
             if ((st = engine_start_late(e)) != SELSYNC_OK) return st;
         } else {
-            if ((st = engine_transfer(e, e->member, e->n_members, e->scale, &e->cur.t_transfer)) != SELSYNC_OK)
+            if ((st = engine_transfer(e, e->member, e->n_members, e->scale, 1, &e->cur.t_transfer)) != SELSYNC_OK)
                 return st;
             policy_averaged(e, e->chosen, e->cur.learning_rate);
         }
@@ -410,7 +410,7 @@ selsync_status selsync_engine_finish(selsync_engine *e)
     b0 = e->comm.ops->bytes_sent(e->comm.ctx);
     memset(e->chosen, 1, e->n_layers);
     if (e->cfg.method != SELSYNC_METHOD_SSP)
-        st = engine_transfer(e, 1, e->world, 1.0f / (float)e->world, &e->tot.t_transfer);
+        st = engine_transfer(e, 1, e->world, 1.0f / (float)e->world, 0, &e->tot.t_transfer);
     else if (e->ssp && (st = selsync_ssp_done(e->ssp)) != SELSYNC_OK) {
         e->broken = 1;
         EFAIL(e, st, "[selsync] rank %d: %s", e->rank, selsync_ssp_worker_error(e->ssp));

@@ -8,6 +8,9 @@
  *   aggregate = params averages parameters after the host's update (the
  *   paper's PA); aggregate = grads averages gradients before it. BN running
  *   statistics (STAT tensors) travel with their layer when sync_bn_stats.
+ *   With sync_momentum a parameter average between steps also averages the
+ *   trained tensors' grad, which after the host's update holds its
+ *   momentum (Darknet: momentum x the step's update).
  * - Gradient buckets (aggregate = grads). The tensors to average, taken from
  *   the last to the first, are cut into buckets of bucket_mb; each bucket is
  *   one sum_f32v. A bucket is a function of the model, bucket_mb and the
@@ -59,13 +62,14 @@ static void learn_ratio(selsync_engine *e, uint64_t bytes, size_t n)
 }
 
 /* Sums the params of the trained tensors, and of the STAT tensors when
- * sync_bn_stats, of the chosen layers in place, times
+ * sync_bn_stats, and with momentum (and sync_momentum) the trained
+ * tensors' grad, of the chosen layers in place, times
  * scale, over the k ranks e->perm[0 .. k) when k < world (member: this
  * rank is one of them), else over all ranks. The members' sum is one
  * sum_f32v_among, or, where the communicator lacks it, one sum_f32v over
  * all ranks to which a non-member contributes its tensors zeroed first.
  * Adds its time to *t. */
-selsync_status engine_transfer(selsync_engine *e, int member, int k, float scale, double *t)
+selsync_status engine_transfer(selsync_engine *e, int member, int k, float scale, int momentum, double *t)
 {
     double t0 = selsync_now();
     size_t n = 0, ns = 0;
@@ -79,6 +83,13 @@ selsync_status engine_transfer(selsync_engine *e, int member, int k, float scale
         if (!e->chosen[x->layer] || !policy_syncs(e, x)) continue;
         if (!member && !among) memset(v, 0, x->count * sizeof(float));
         e->seg[ns++] = (selsync_segment){v, x->count};
+        n += x->count;
+    }
+    for (size_t i = 0; momentum && e->cfg.sync_momentum && i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        if (!e->chosen[x->layer] || x->kind != SELSYNC_TENSOR_TRAINED) continue;
+        if (!member && !among) memset(x->grad, 0, x->count * sizeof(float));
+        e->seg[ns++] = (selsync_segment){x->grad, x->count};
         n += x->count;
     }
     if (n == 0) return SELSYNC_OK;
@@ -152,16 +163,17 @@ int engine_averages_late(const selsync_engine *e)
     return engine_overlaps(e) && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->n_members == e->world;
 }
 
-/* Starts the average of the chosen layers' synced params: packed into
- * e->late (the STAT tensors' values also kept in late_base) and summed in
- * the background. */
+/* Starts the average of the chosen layers' synced params, then with
+ * sync_momentum their trained tensors' grad: packed into e->late (the
+ * values that the next step changes, STAT tensors' and grads, also kept in
+ * late_base) and summed in the background. */
 selsync_status engine_start_late(selsync_engine *e)
 {
-    size_t n = 0, ns = 0;
+    size_t n = 0, ns = 0, moments = e->cfg.sync_momentum ? e->n_trained : 0;
     selsync_status st;
     if (!e->late) {
-        e->late = malloc(e->sync_n * sizeof *e->late);
-        e->late_base = malloc((e->n_params - e->n_trained + 1) * sizeof *e->late_base);
+        e->late = malloc((e->sync_n + moments) * sizeof *e->late);
+        e->late_base = malloc((e->n_params - e->n_trained + moments + 1) * sizeof *e->late_base);
         if (!e->late || !e->late_base)
             return EFAIL(e, SELSYNC_ENOMEM, "[selsync] out of memory for the parameter average in the background");
     }
@@ -172,6 +184,14 @@ selsync_status engine_start_late(selsync_engine *e)
         n += x->count;
         if (x->kind != SELSYNC_TENSOR_STAT) continue;
         memcpy(e->late_base + ns, x->param, x->count * sizeof(float));
+        ns += x->count;
+    }
+    for (size_t i = 0; moments && i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        if (!e->chosen[x->layer] || x->kind != SELSYNC_TENSOR_TRAINED) continue;
+        memcpy(e->late + n, x->grad, x->count * sizeof(float));
+        memcpy(e->late_base + ns, x->grad, x->count * sizeof(float));
+        n += x->count;
         ns += x->count;
     }
     if (n == 0) return SELSYNC_OK;
@@ -186,7 +206,9 @@ selsync_status engine_start_late(selsync_engine *e)
 
 /* Waits for the average start_late began and applies it: a trained tensor
  * takes the average (the host leaves it alone between its updates), a STAT
- * tensor the average plus what the forward passes since changed in it.
+ * tensor the average plus what the forward passes since changed in it, a
+ * momentum (sync_momentum) the average plus the gradient the backward
+ * passes since added to it.
  * between: called between two steps (its bytes then go into the next
  * step's record). Adds the time to *t. */
 selsync_status engine_apply_late(selsync_engine *e, int between, double *t)
@@ -212,6 +234,18 @@ selsync_status engine_apply_late(selsync_engine *e, int between, double *t)
             memcpy(x->param, e->late + n, x->count * sizeof(float));
         }
         n += x->count;
+    }
+    for (size_t i = 0; e->cfg.sync_momentum && i < e->nt; i++) {
+        const selsync_tensor *x = &e->t[i];
+        if (!e->late_layers[x->layer] || x->kind != SELSYNC_TENSOR_TRAINED) continue;
+        float *snap = e->snap ? e->snap + e->snap_off[i] : NULL; /* the residual moves with it: the step's */
+        for (size_t j = 0; j < x->count; j++) {                     /* gradient is grad - snap */
+            float d = e->late[n + j] - e->late_base[ns + j];
+            x->grad[j] += d;
+            if (snap) snap[j] += d;
+        }
+        n += x->count;
+        ns += x->count;
     }
     policy_averaged(e, e->late_layers, e->prev_lr); /* the rate of the step that started it */
     *t += selsync_now() - t0;

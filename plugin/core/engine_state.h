@@ -116,7 +116,7 @@ int engine_measure(selsync_engine *e);
 int engine_overlaps(const selsync_engine *e);
 /* The chosen layers' params summed times scale over the k ranks of
  * e->perm (member: this rank is one) or all; the time added to *t. */
-selsync_status engine_transfer(selsync_engine *e, int member, int k, float scale, double *t);
+selsync_status engine_transfer(selsync_engine *e, int member, int k, float scale, int momentum, double *t);
 /* Sums (overlapping: starts) the gradient buckets not summed yet this
  * step; ready_only: only those whose layers are all ready. */
 selsync_status engine_sum_buckets(selsync_engine *e, int ready_only);

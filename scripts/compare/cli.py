@@ -113,8 +113,13 @@ def options(argv):
     a.methods = [m for m in a.methods.split(",") if m]
     a.shm_methods = [] if a.shm_methods == "none" else [m for m in a.shm_methods.split(",") if m]
     for m in a.methods + a.shm_methods:
-        if m not in known:
-            p.error("unknown method '%s'; methods: %s" % (m, ", ".join(dict.fromkeys(known))))
+        base, *pairs = m.split("+")
+        if base not in known:
+            p.error("unknown method '%s'; methods: %s (each may be followed by +KEY=VALUE settings)"
+                    % (base, ", ".join(dict.fromkeys(known))))
+        bad = [x for x in pairs if not re.fullmatch(r"(net\.)?[a-z_]+=[^+,=\s]+", x)]
+        if bad:
+            p.error("method '%s': '%s' is not a [selsync] KEY=VALUE setting" % (m, bad[0]))
     if a.ranks < 2:
         p.error("--ranks must be at least 2")
     if a.classes_per_rank < 1 or a.classes_per_rank > 10:

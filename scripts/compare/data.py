@@ -64,17 +64,31 @@ def prepare_data(args, out, work):
     return datas
 
 
-def base_cfg(path, steps, batch=0, ranks=0, subdivisions=0):
+def base_cfg(path, steps, batch=0, ranks=0, subdivisions=0, net=None):
     """The cfg without its [selsync] section, with max_batches = steps (and
     the batch size per rank and its subdivisions, when given). ranks > 0: the linear scaling rule
     for the global batch of that many ranks, lr = cfg's lr x ranks x batch /
     cfg's batch, reached after a warm-up (burn_in) of a tenth of the steps
-    unless the cfg has one."""
+    unless the cfg has one. net: {KEY: VALUE} that replace (or, missing, are
+    added to) the [net] section's lines, before the rule."""
     out, found, lr, cfg_batch, burn = [], False, None, None, False
+    net = dict(net or {})
+    section = None
     with open(path) as f:
         for line in f:
             if line.strip().startswith("[selsync]"):
                 break
+            if line.strip().startswith("["):
+                if section == "[net]" and net:  # the keys [net] lacked, before its blank lines
+                    at = len(out)
+                    while at > 0 and not out[at - 1].strip():
+                        at -= 1
+                    out[at:at] = ["%s=%s\n" % kv for kv in net.items()]
+                    net = {}
+                section = line.strip()
+            m = re.match(r"\s*([a-z_]+)\s*=", line)
+            if section == "[net]" and m and m.group(1) in net:
+                line = "%s=%s\n" % (m.group(1), net.pop(m.group(1)))
             if re.match(r"\s*max_batches\s*=", line):
                 line, found = "max_batches=%d\n" % steps, True
             m = re.match(r"\s*batch\s*=\s*(\d+)", line)
@@ -110,9 +124,10 @@ def run_cfg(args, run, cfg_path, metrics):
     if args.eval_supported and run.eval_every:
         s["eval_every"] = run.eval_every
     s["log"] = metrics
+    net = {k[4:]: s.pop(k) for k in list(s) if k.startswith("net.")}  # method keys' +net.KEY=VALUE
     body = "".join("%s=%s\n" % (k, v) for k, v in s.items())
     return (base_cfg(cfg_path, run.steps, args.batch, args.ranks if args.lr_rule == "linear" else 0,
-                     getattr(args, "subdivisions", 0))
+                     getattr(args, "subdivisions", 0), net)
             + "\n[selsync]\n" + body)
 
 

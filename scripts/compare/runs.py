@@ -16,9 +16,11 @@ from .metrics import collect
 PAPER = {"drift": 0, "agree": "any"}
 
 
-def methods(steps, extra=False):
+def methods(steps, extra=False, named=()):
     """(key, label, [selsync] settings) of every method, for a step budget;
-    extra: also the frontier's (scripts/frontier.py), run only when named."""
+    extra: also the frontier's (scripts/frontier.py), run only when named;
+    named: keys BASE+KEY=VALUE[+...], the method BASE with those [selsync]
+    settings added or replaced (a BASE that is not a method is left out)."""
     a = max(2, steps // 4)
     b = a // 2
     out = [("bsp", "BSP", {"method": "bsp"}),
@@ -95,6 +97,13 @@ def methods(steps, extra=False):
         for t in ("0.05", "0.25", "0.5"):
             out.append(("selsync-target-%s" % t, "SelSync, δ adapted to %g %% synchronised steps" % (100 * float(t)),
                         {"method": "selsync", "delta": "0.3", "target_sync": t, **PAPER}))
+    base = {k: (label, st) for k, label, st in out}
+    for name in named:
+        parts = name.split("+")
+        if len(parts) > 1 and parts[0] in base:
+            label, st = base[parts[0]]
+            pairs = dict(p.split("=", 1) for p in parts[1:])
+            out.append((name, label + ", " + ", ".join("%s=%s" % kv for kv in pairs.items()), {**st, **pairs}))
     seen = set()  # a budget of 16 steps makes fedavg-A Darknet's fedavg-4: once
     return [m for m in out if not (m[0] in seen or seen.add(m[0]))]
 
@@ -142,7 +151,7 @@ def plan(args, net_main):
         s = args.all_suites[skey]
         steps = args.det_steps if s.detector else args.steps
         every = args.det_eval_every if s.detector else args.eval_every
-        ms = methods(steps, extra=bool(args.methods))
+        ms = methods(steps, extra=bool(args.methods), named=args.methods)
         if args.quick and skey != "iid" and not args.methods:
             # quick: one method of each kind beyond the iid setting (unless named)
             ms = [m for m in ms if m[0] in ("bsp", ms[1][0], "ssp-100", "local", "selsync-0.3", "selsync-0.3-layer")]

@@ -9,8 +9,10 @@
 #    than bsp;
 #  - run again, it resumes: every run "done before", nothing trained; with
 #    one run's folder removed, only that run trains again;
-#  - bad options (a seed, a method, a detector cfg) are refused with a
-#    message and a non-zero exit.
+#  - a method key with +KEY=VALUE settings runs with them ([selsync] and,
+#    as net.KEY, [net]);
+#  - bad options (a seed, a method, a setting, a detector cfg) are refused
+#    with a message and a non-zero exit.
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -46,6 +48,17 @@ check "one run removed: only it trains again" \
     '[ "$(grep -c ": done before" "$work/resume.txt")" -eq 3 ] && grep -q "seed 2 fedavg-2: [0-9]* s" "$work/resume.txt"'
 check "one run removed: the TSV has every run again" '[ "$(tail -n +2 "$tsv" | wc -l)" -eq 4 ]'
 
+m='fedavg-2+fedavg_interval=3+net.momentum=0.5'
+front --methods "$m" --seeds 9 >"$work/set.txt" 2>&1
+check "a method with +KEY=VALUE settings: exits 0" '[ $? -eq 0 ]'
+cfg=$(find "$out/seed-9" -name run.cfg | head -1)
+check "its [selsync] setting replaced, its [net] one too" \
+    'sed -n "/^\[selsync\]/,\$p" "$cfg" | grep -qx "fedavg_interval=3" &&
+     sed -n "/^\[net\]/,/^\[conv/p" "$cfg" | grep -qx "momentum=0.5" && [ "$(grep -c "^momentum=" "$cfg")" -eq 1 ]'
+check "its table row: a quarter of the steps synchronised" 'grep -q "^| $m | 1 | .* | 25% |$" "$out/frontier.md"'
+front --methods 'bsp+Delta' --seeds 9 >"$work/bad4.txt" 2>&1
+check "a setting that is not KEY=VALUE: refused naming it" \
+    '[ $? -ne 0 ] && grep -q "Delta.* is not a \[selsync\] KEY=VALUE setting" "$work/bad4.txt" "$out"/seed-9/bsp+Delta/compare.log'
 front --seeds 1,x >"$work/bad.txt" 2>&1
 check "a bad seed: refused" '[ $? -ne 0 ] && grep -q "frontier: --seeds takes comma-separated integers" "$work/bad.txt"'
 front --methods nosuch --seeds 9 >"$work/bad2.txt" 2>&1

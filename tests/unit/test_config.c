@@ -336,7 +336,7 @@ static void test_unknown_key(void **state)
     fixture *f = *state;
     assert_int_equal(set(f, "detla", "0.3", 9), SELSYNC_ECONFIG);
     assert_string_equal(f->err, "cfg/x.cfg:9: [selsync] unknown key 'detla'; known keys: method, delta, window, "
-                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, agree, drift, lag, outer_momentum, outer_lr, aggregate, overlap, "
+                                "smoothing, warmup, granularity, max_local, target_sync, qsr_alpha, sync_until, agree, drift, lag, outer_momentum, outer_lr, sync_momentum, aggregate, overlap, "
                                 "bucket_mb, "
                                 "sync_bn_stats, sync_batchnorm, fedavg_interval, "
                                 "fedavg_fraction, ssp_staleness, partition, inject_alpha, inject_beta, seed, "
@@ -502,7 +502,7 @@ static void test_long_key_shortened(void **state)
     assert_int_equal(set(f, key, "1", 9), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:9: [selsync] unknown key 'kkk");
     assert_contains(f->err, "k...'; known keys: method,");
-    assert_true(strlen(f->err) < 600);
+    assert_true(strlen(f->err) < 640);
     assert_one_line(f->err);
 }
 
@@ -957,6 +957,31 @@ static void test_outer_keys(void **state)
     assert_contains(f->err, ":3: [selsync] outer_lr = '2': does not apply to method = bsp");
 }
 
+/* sync_momentum 0/1 (default 0): selsync and fedavg, on parameter
+ * averages only. */
+static void test_sync_momentum_key(void **state)
+{
+    fixture *f = *state;
+    assert_int_equal(f->cfg.sync_momentum, 0);
+    assert_int_equal(set(f, "sync_momentum", "1", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " sync_momentum=1");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "sync_momentum", "2", 4), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:4: [selsync] sync_momentum = '2'");
+    assert_contains(f->err, "0, 1");
+    assert_int_equal(set(f, "aggregate", "grads", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "sync_momentum", "1", 6), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, "cfg/x.cfg:6: [selsync] sync_momentum = 1: momentum buffers travel with parameter averages");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "bsp", 2), SELSYNC_OK);
+    assert_int_equal(set(f, "sync_momentum", "1", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_ECONFIG);
+    assert_contains(f->err, ":3: [selsync] sync_momentum = '1': does not apply to method = bsp");
+}
+
 static void test_guard_with_bsp(void **state)
 {
     fixture *f = *state;
@@ -1320,6 +1345,7 @@ int main(void)
         T(test_speed_batches_keys),
         T(test_drift_key),
         T(test_outer_keys),
+        T(test_sync_momentum_key),
         T(test_overlap_keys),
         T(test_overlap_needs_grads_and_stop),
         T(test_guard_with_bsp),

@@ -703,6 +703,48 @@ static void test_outer_step(void **state)
     }
 }
 
+/* sync_momentum: a parameter average also averages the trained tensors'
+ * grad (the host's momentum after its update), sent after the params: at
+ * once (after_update) it replaces each grad; a step late (async) the grad
+ * becomes the average plus the gradient the next backward pass added. The
+ * other rank holds r; without the key the grads are left alone and the
+ * average carries the params alone. */
+static void test_sync_momentum(void **state)
+{
+    fx *f = *state;
+    float r[N_ALL + N_TRAINED];
+    for (int i = 0; i < N_ALL + N_TRAINED; i++) r[i] = 0.25f * (float)i + 1.0f;
+    for (int on = 0; on <= 1; on++)
+        for (int async = 0; async <= 1; async++) {
+            restart(f, async, 0);
+            f->mock.remote = r;
+            f->mock.remote_n = N_ALL + N_TRAINED;
+            f->cfg.warmup = 100;
+            f->cfg.sync_momentum = on;
+            make(f);
+            set_grads(2.0f); /* the momentum the host's update leaves */
+            assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+            assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+            if (async) {
+                for (int i = 0; i < N_TENSORS; i++) /* the next backward pass */
+                    for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] += 0.5f;
+                assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+                assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+            }
+            assert_int_equal(f->mock.start_calls, async ? 2 : 0);
+            assert_int_equal(selsync_engine_last_step(f->e)->bytes_sent, 4 * (N_ALL + on * N_TRAINED));
+            for (int i = 0, k = 0; i < N_TENSORS; i++)
+                for (size_t j = 0; grads[i] && j < counts[i]; j++, k++) {
+                    float want = (on ? (2.0f + r[N_ALL + k]) * 0.5f : 2.0f) + (async ? 0.5f : 0.0f);
+                    if (grads[i][j] != want)
+                        fail_msg("on %d async %d, tensor %d element %zu: %g, expected %g", on, async, i, j,
+                                 grads[i][j], want);
+                }
+            selsync_engine_destroy(f->e);
+            f->e = NULL;
+        }
+}
+
 /* The drift rule's anchor and the outer momentum go on across a
  * checkpoint: a run restored at step 5 makes the decisions and ends with
  * the bits of the uninterrupted run. */
@@ -2134,6 +2176,7 @@ int main(void)
         T(test_drift_is_the_ranks_mean),
         T(test_agree_mean),
         T(test_outer_step),
+        T(test_sync_momentum),
         T(test_policy_arrays_survive_a_restore),
         T(test_sync_until),
         T(test_target_sync_adapts_delta),

@@ -89,6 +89,7 @@ typedef enum selsync_partition {
     X(LAG, "lag")                         \
     X(OUTER_MOMENTUM, "outer_momentum")   \
     X(OUTER_LR, "outer_lr")               \
+    X(SYNC_MOMENTUM, "sync_momentum")     \
     X(AGGREGATE, "aggregate")             \
     X(OVERLAP, "overlap")                 \
     X(BUCKET_MB, "bucket_mb")             \
@@ -152,6 +153,8 @@ typedef struct selsync_config {
                                       its decision applies; 0 = at once */
     double outer_momentum;         /* beta of the outer momentum on each average (SlowMo); 0 = off */
     double outer_lr;               /* alpha of the outer step on each average, 1 = the average itself */
+    int sync_momentum;             /* 0/1: each parameter average also averages the host's momentum
+                                      buffers (the trained tensors' grad after the update) */
     selsync_aggregate aggregate;
     int overlap;                   /* 0/1: sums overlap computation: gradient buckets the backward pass
                                       (aggregate = grads), a parameter average the next step (params) */
