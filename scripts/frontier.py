@@ -6,7 +6,8 @@ seeds. Resumable: a run whose results are there is not run again.
 
 Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
            [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
-           [--bandwidth RATE] [--stragglers SPEC] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J] [--quick] [--results DIR]
+           [--bandwidth RATE] [--stragglers SPEC] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J]
+           [--eval-every K] [--target SCORE] [--quick] [--results DIR]
 
 Each (seed, method) is one scripts/compare-methods.py --virtual run (each
 rank a machine of its own on the modelled network, whatever the cores here)
@@ -38,10 +39,17 @@ its bytes per rank, training time and synchronised share, and which
 differences to BSP's mean lie inside the seeds' spread), frontier.png (the
 two plots, with error bars).
 
+Time to a score: every method's training time (virtual) at its first
+held-out evaluation at or above --target (default: BSP's mean final
+score, when bsp is among the methods), the mean over the seeds that
+reached it; --eval-every K evaluates every K steps (default a quarter of
+the steps), which sets the resolution.
+
 --quick: 2 ranks, compare-methods' quick budget (4 steps, batch 8), seeds
 1,2, methods bsp,fedavg-2: the test of the script, not a measurement.
 """
 import argparse
+import glob
 import os
 import shutil
 import statistics
@@ -51,6 +59,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import draw_png, seeds_of  # noqa: E402  (the modules: scripts/compare/)
+from compare.metrics import read_metrics  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
@@ -84,6 +93,10 @@ def options():
     ap.add_argument("--det-cfg", help="the detector's cfg of the det suite (default cfg/fmnist-det.cfg; "
                     "cfg/fmnist-det-tiny-yolov3.cfg is Darknet's yolov3-tiny layout)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at the same time (compare-methods --jobs)")
+    ap.add_argument("--eval-every", type=int, default=0,
+                    help="held-out evaluations every K steps (default: a quarter of the steps)")
+    ap.add_argument("--target", type=float,
+                    help="the score whose time each method reports (default: BSP's mean, when bsp runs)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--results", default=os.path.join(ROOT, "results", "frontier"),
                     help="the folder of this frontier (default results/frontier); run again, it resumes")
@@ -96,8 +109,9 @@ def options():
     if a.det_cfg and not os.path.isfile(a.det_cfg):
         fail("--det-cfg %s: no such file" % a.det_cfg)
     a.det_cfg = a.det_cfg and os.path.abspath(a.det_cfg)
-    if a.ranks < 2 or min(a.steps, a.batch, a.jobs, a.eval_images) < 1 or not a.seeds or not a.methods:
-        fail("--ranks must be >= 2; --steps, --batch, --jobs, --eval-images >= 1; at least one seed and method")
+    if a.ranks < 2 or min(a.steps, a.batch, a.jobs, a.eval_images) < 1 or a.eval_every < 0 or not a.seeds or not a.methods:
+        fail("--ranks must be >= 2; --steps, --batch, --jobs, --eval-images >= 1; --eval-every >= 0; "
+             "at least one seed and method")
     return a
 
 
@@ -117,6 +131,7 @@ def run_one(a, seed, method, folder):
     cmd += ["--lr-rule", a.lr_rule]
     cmd += ["--stragglers", a.stragglers] if a.stragglers else []
     cmd += ["--subdivisions", str(a.subdivisions)] if a.subdivisions else []
+    cmd += ["--eval-every", str(a.eval_every), "--det-eval-every", str(a.eval_every)] if a.eval_every else []
     log = os.path.join(folder, "compare.log")
     with open(log, "w") as f:
         if subprocess.call(cmd, stdout=f, stderr=subprocess.STDOUT):
@@ -146,6 +161,18 @@ def read_row(a, path, method):
             if r["suite"] == a.suite and r["method"] == method:
                 return r
     fail("%s has no row for %s on %s" % (path, method, a.suite))
+
+
+def time_to(folder, target):
+    """The training time (virtual where the run had it) of the first held-out
+    evaluation at or above target of the run in folder (rank 0's metrics),
+    or None when none reached it."""
+    for path in glob.glob(os.path.join(folder, "*", "runs", "*", "*", "metrics.0.tsv")):
+        for e in sorted(read_metrics(path)[1], key=lambda e: e["step"]):
+            score = e.get("top1", e.get("map50"))
+            if score is not None and score >= target:
+                return e.get("virtual_s", e.get("train_s"))
+    return None
 
 
 def spread(xs):
@@ -190,7 +217,7 @@ def main():
                                                if not summary_of(os.path.join(out, "seed-%d" % s, m)))
             print("  [%d/%d] seed %d %s: %.0f s; about %.0f min left" % (i + 1, len(todo), seed, method, took[-1],
                                                                         left / 60), flush=True)
-        rows.append(dict(read_row(a, path, method), seed=seed))
+        rows.append(dict(read_row(a, path, method), seed=seed, folder=folder))
     with open(os.path.join(out, "frontier.tsv"), "w") as f:
         cols = ["seed", "method", "final", "local_fraction", "bytes_per_rank", "training_s"]
         f.write("\t".join(cols) + "\n")
@@ -210,8 +237,16 @@ def main():
     if not stats:
         fail("every run diverged; see %s" % out)
     bsp = next((s for s in stats if s["method"] == "bsp"), None)
+    target = a.target if a.target is not None else bsp and round(bsp["final"], 4)
+    for s in stats:
+        if target is not None:
+            times = [t for t in (time_to(r["folder"], target) for r in rows if r["method"] == s["method"])
+                     if t is not None]
+            s["to"] = "%.2f" % statistics.mean(times) if times else "not reached"
+            s["to"] += " (%d of %d seeds)" % (len(times), s["n"]) if 0 < len(times) < s["n"] else ""
     lines = ["| method | seeds | final (mean ± sd) | vs BSP's mean | MB sent per rank | training time (s) | "
-             "synchronised |", "|---|---:|---:|---|---:|---:|---:|"]
+             "synchronised |" + (" time to %.4f (s) |" % target if target is not None else ""),
+             "|---|---:|---:|---|---:|---:|---:|" + ("---:|" if target is not None else "")]
     for s in stats:
         vs = "-"
         if bsp and s is not bsp:
@@ -219,13 +254,16 @@ def main():
             noise = max(s["sd"], bsp["sd"])
             vs = "%+.4f%s" % (d, " (inside the spread)" if abs(d) <= noise else "")
         synced = "-" if s["synced"] is None else "%.0f%%" % (100 * s["synced"])
-        lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %s |"
-                     % (s["method"], s["n"], s["final"], s["sd"], vs, s["mb"], s["time"], synced))
+        lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %s |" % (s["method"], s["n"], s["final"], s["sd"], vs,
+                                                                      s["mb"], s["time"], synced)
+                     + (" %s |" % s["to"] if target is not None else ""))
     plot(out, stats)
     with open(os.path.join(out, "frontier.md"), "w") as f:
         f.write("# Frontier: %s, %d ranks, virtual time at %s%s\n\nseeds %s; `%s`\n\n%s\n\n"
                 "vs BSP's mean: the difference of the means, \"inside the spread\" when it is no larger than the "
-                "larger of the two standard deviations. Plot: frontier.png. Every run: frontier.tsv.\n"
+                "larger of the two standard deviations. Time to a score: the mean training time of the first "
+                "held-out evaluation at or above it, over the seeds that reached it. Plot: frontier.png. "
+                "Every run: frontier.tsv.\n"
                 % (a.suite, a.ranks, a.bandwidth, ", stragglers " + a.stragglers if a.stragglers else "",
                    ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines)))
     print("\n".join(lines), flush=True)

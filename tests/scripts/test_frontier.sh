@@ -9,6 +9,8 @@
 #    than bsp;
 #  - run again, it resumes: every run "done before", nothing trained; with
 #    one run's folder removed, only that run trains again;
+#  - --target: each method's time to that score, "not reached" where no
+#    evaluation reached it; by default BSP's mean;
 #  - a method key with +KEY=VALUE settings runs with them ([selsync] and,
 #    as net.KEY, [net]);
 #  - bad options (a seed, a method, a setting, a detector cfg) are refused
@@ -35,12 +37,20 @@ for m in bsp fedavg-2; do
 done
 bytes() { awk -F'\t' -v m="$1" 'NR > 1 && $2 == m { s += $5 } END { print s }' "$tsv"; }
 check "fedavg-2 synchronises half the steps, bsp all" \
-    'grep -q "^| fedavg-2 | 2 | .* | 50% |$" "$out/frontier.md" && grep -q "^| bsp | 2 | .* | 100% |$" "$out/frontier.md"'
+    'grep -q "^| fedavg-2 | 2 | .* | 50% |" "$out/frontier.md" && grep -q "^| bsp | 2 | .* | 100% |" "$out/frontier.md"'
 check "fedavg-2 sends fewer bytes than bsp" '[ "$(bytes fedavg-2)" -lt "$(bytes bsp)" ] && [ "$(bytes fedavg-2)" -gt 0 ]'
 
 front >"$work/again.txt" 2>&1
 check "run again: exits 0" '[ $? -eq 0 ]'
 check "run again: every run done before" '[ "$(grep -c ": done before" "$work/again.txt")" -eq 4 ]'
+front --target 0 >"$work/target.txt" 2>&1
+check "--target 0: every method reaches it at its first evaluation" \
+    '[ $? -eq 0 ] && grep -q "time to 0.0000 (s) |$" "$out/frontier.md" &&
+     [ "$(grep -cE "^\| (bsp|fedavg-2) \| 2 \| .* \| [0-9]+\.[0-9]+ \|$" "$out/frontier.md")" -eq 2 ]'
+front --target 2 >"$work/target2.txt" 2>&1
+check "--target 2: not reached" '[ $? -eq 0 ] && [ "$(grep -c "| not reached |$" "$out/frontier.md")" -eq 2 ]'
+check "with bsp among the methods the default target is its mean" \
+    'front >/dev/null 2>&1 && grep -q "time to $(stats bsp | cut -d" " -f1) (s) |$" "$out/frontier.md"'
 rm -rf "$out/seed-2/fedavg-2"
 front >"$work/resume.txt" 2>&1
 check "one run removed: exits 0" '[ $? -eq 0 ]'
