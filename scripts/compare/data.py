@@ -64,31 +64,49 @@ def prepare_data(args, out, work):
     return datas
 
 
+def with_net(path, lines, net):
+    """lines with the [net] section's KEY=VALUE lines replaced by net's
+    values and the keys it lacks added at its end, before its blank lines."""
+    net, out, section = dict(net), [], None
+
+    def add_missing():
+        at = len(out)
+        while at > 0 and not out[at - 1].strip():
+            at -= 1
+        out[at:at] = ["%s=%s\n" % kv for kv in net.items()]
+        net.clear()
+
+    for line in lines:
+        if line.strip().startswith("["):
+            if section == "[net]":
+                add_missing()
+            section = line.strip()
+        m = re.match(r"\s*([a-z_]+)\s*=", line)
+        if section == "[net]" and m and m.group(1) in net:
+            line = "%s=%s\n" % (m.group(1), net.pop(m.group(1)))
+        out.append(line)
+    if section == "[net]":
+        add_missing()
+    if net:
+        fail("%s: no [net] section for %s" % (path, ", ".join(net)))
+    return out
+
+
 def base_cfg(path, steps, batch=0, ranks=0, subdivisions=0, net=None):
     """The cfg without its [selsync] section, with max_batches = steps (and
     the batch size per rank and its subdivisions, when given). ranks > 0: the linear scaling rule
     for the global batch of that many ranks, lr = cfg's lr x ranks x batch /
     cfg's batch, reached after a warm-up (burn_in) of a tenth of the steps
     unless the cfg has one. net: {KEY: VALUE} that replace (or, missing, are
-    added to) the [net] section's lines, before the rule."""
+    added to) the [net] section's lines, before the rest."""
     out, found, lr, cfg_batch, burn = [], False, None, None, False
-    net = dict(net or {})
-    section = None
     with open(path) as f:
+        lines = []
         for line in f:
             if line.strip().startswith("[selsync]"):
                 break
-            if line.strip().startswith("["):
-                if section == "[net]" and net:  # the keys [net] lacked, before its blank lines
-                    at = len(out)
-                    while at > 0 and not out[at - 1].strip():
-                        at -= 1
-                    out[at:at] = ["%s=%s\n" % kv for kv in net.items()]
-                    net = {}
-                section = line.strip()
-            m = re.match(r"\s*([a-z_]+)\s*=", line)
-            if section == "[net]" and m and m.group(1) in net:
-                line = "%s=%s\n" % (m.group(1), net.pop(m.group(1)))
+            lines.append(line)
+        for line in with_net(path, lines, net or {}):
             if re.match(r"\s*max_batches\s*=", line):
                 line, found = "max_batches=%d\n" % steps, True
             m = re.match(r"\s*batch\s*=\s*(\d+)", line)
