@@ -86,7 +86,8 @@ int darknet_detector_map(network *net, char **paths, int n, int classes, const s
         network_predict(net, sized.data);
         int nboxes = 0;
         detection *dets = get_network_boxes(net, im.w, im.h, 0.005f, 0.5f, NULL, 1, &nboxes);
-        do_nms_sort(dets, nboxes, classes, 0.45f);
+        layer head = net->layers[net->n - 1]; /* its nms_kind and beta_nms, as detector map */
+        do_nms_kind(dets, nboxes, classes, 0.45f, head.nms_kind, head.beta_nms);
         for (int b = 0; b < nboxes && !rc; ++b)
             for (int c = 0; c < classes && c < dets[b].classes; ++c) {
                 if (dets[b].prob[c] <= 0) continue;

@@ -98,7 +98,7 @@ expect long_orphan 1 "@:1: option outside of any section: kkkkkkkkkk" "kkk..."
 
 printf '%s\n%s=1\n\n%s\n' "$net" "$long" "$tail" >"$work/long_net_key.cfg"
 ops long_net_key
-expect long_net_key 0 "Unused field: 'kkkkkkkkkk" "kkk... = 1'"
+expect long_net_key 1 "@:13: [convolutional] kkkkkkkkkk" "kkk...: unknown key" "this section reads: filters, size,"
 
 # --- numbers in [selsync]: decimal only, overflow shows the allowed range
 selsync_value() { printf '%s\n\n%s\n\n[selsync]\n%s\n' "$net" "$tail" "$2" >"$work/$1.cfg"; ops "$1"; }
