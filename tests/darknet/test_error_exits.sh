@@ -41,5 +41,20 @@ done
 expect_failure option_before_section "$work/orphan.cfg:1: option outside of any section" \
     "$darknet" ops "$work/orphan.cfg"
 
+# [net] mosaic=1 draws four images per training image: fewer than 4 in the
+# training list is refused before training, and mosaic (or letter_box) in a
+# cfg that another trainer than the detector's reads is refused too
+printf '%s/a.png\n%s/b.png\n%s/c.png\n' "$work" "$work" "$work" >"$work/three.list"
+printf 'a\nb\n' >"$work/two.labels"
+printf 'classes=2\ntrain=%s/three.list\nlabels=%s/two.labels\nbackup=%s\n' "$work" "$work" "$work" >"$work/three.data"
+printf '[net]\nbatch=1\nheight=8\nwidth=8\nchannels=3\nmosaic=1\n[convolutional]\nfilters=14\nsize=1\n'\
+'[yolo]\nclasses=2\nnum=2\nanchors=1,2,3,4\n' >"$work/mosaic-det.cfg"
+printf '[net]\nbatch=1\nheight=8\nwidth=8\nchannels=3\nmosaic=1\n[convolutional]\nfilters=2\nsize=1\n'\
+'[avgpool]\n[softmax]\n' >"$work/mosaic-class.cfg"
+expect_failure mosaic_three_images "mosaic-det.cfg: [net] mosaic=1 needs at least 4 training images; $work/three.list lists 3" \
+    "$darknet" detector train "$work/three.data" "$work/mosaic-det.cfg"
+expect_failure mosaic_classifier "[net] mosaic=1 and letter_box=1 apply to detection training (darknet detector train) only" \
+    "$darknet" classifier train "$work/three.data" "$work/mosaic-class.cfg"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
