@@ -17,7 +17,7 @@
 # kernel, the environment and the commit first.
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
-build=${1:-$root/build}
+build=$(cd "${1:-$root/build}" && pwd)
 steps=${2:-3}
 batch=${BENCH_BATCH:-8}
 tmp=$(mktemp -d)
@@ -41,7 +41,8 @@ v4t=$(cfg yolov4-tiny "$root/cfg/yolov4-tiny.cfg" 416 "$batch")
 v4t_mse=$(cfg yolov4-tiny-mse "$root/cfg/yolov4-tiny.cfg" 416 "$batch" -e 's/^iou_loss=.*/iou_loss=mse/')
 
 peak=$(OPENBLAS_NUM_THREADS=1 "$build/tests/bench_train" --peak 2 | sed -n 's/^\([0-9.]*\) GFLOP.*/\1/p')
-kernel=$(OPENBLAS_NUM_THREADS=1 "$build/darknet" ops "$v3" 2>&1 | grep -o 'OpenBLAS [^ ]* ([a-z]*)' | head -1 || true)
+kernel=$(OPENBLAS_NUM_THREADS=1 "$build/darknet" ops "$root/cfg/yolov4-tiny-selsync.cfg" 2>&1 |
+    grep -o 'OpenBLAS [A-Za-z0-9]* ([^)]*)' | head -1 || true)
 echo "== sgemm peak, one thread: $peak GFLOP/s; ${kernel:-OpenBLAS kernel not reported}"
 
 echo
@@ -66,7 +67,7 @@ share() { awk -v t="$2" '$2 == t { s += $NF + 0; ms += $(NF-3) + $(NF-2) + $(NF-
 echo "  route layers (11, three CSP splits):  $(share "$tmp/ciou.txt" route)"
 echo "  yolo heads, iou_loss=ciou:            $(share "$tmp/ciou.txt" yolo)"
 echo "  yolo heads, iou_loss=mse:             $(share "$tmp/mse.txt" yolo)"
-sed -n '1p' "$tmp/ciou.txt" | sed 's/^/  /'
+grep 'images a step' "$tmp/ciou.txt" | sed 's/^/  (/; s/$/)/'
 
 echo
 echo "3. mish: yolov4 at 256x256, batch 2, one thread ($steps timed steps)"
