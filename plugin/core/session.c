@@ -288,9 +288,9 @@ selsync_status selsync_session_begin(selsync_session *s, const selsync_data *d, 
         if (s->rank == 0) session_say(s, "checkpoint every %d steps to %s", s->cfg.checkpoint_every, s->checkpoint);
     }
     if (!s->chart) start_chart(s, d->chart, d->chart_drawer);
-    /* this rank's sampling: the same seed gives the same run (a resumed run
-     * draws anew from where it resumed) */
-    selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed + d->step);
+    /* this rank's key: the host derives its draws from it and the step, so
+     * the same seed gives the same run, resumed or not */
+    selsync_rng r = selsync_rng_stream(s->cfg.seed, (uint64_t)s->rank, 0x5eed);
     plan->seed = selsync_rng_next(&r);
     s->samples = d->n;
     if (d->n > 0 && (st = partition(s, d, plan))) return st;

@@ -57,11 +57,17 @@
 #include "selsync/hash.h"
 #include "selsync/labels.h"
 #include "selsync/map.h"
+#include "selsync/rng.h"
 #include "selsync/session.h"
 #include "selsync/vclock.h"
 #include "selsync_build_id.h"
 
 #define SECTION "[selsync]"
+
+/* What the streams of a run's draws serve (random_key's values): the
+ * initial weights, from the seed; the loads and the trainer's steps, from
+ * this rank's key (selsync_plan.seed). */
+enum { INITIAL_WEIGHTS_DRAWS = 1, LOAD_DRAWS, STEP_DRAWS };
 
 /* Rank 0's evaluation of the held-out list. */
 typedef struct evaluator {
@@ -87,6 +93,7 @@ typedef struct attachment {
     evaluator *eval;             /* rank 0 with eval_every, from TRAIN_BEGIN on */
     int sampler;                 /* the trainer reads through next_in_order */
     int step_batch;              /* samples per step, every rank's mean (from TRAIN_BEGIN; 0 before) */
+    uint64_t step_draws;         /* the key of the trainer thread's draws, one stream per step */
     char checkpoint[4096];       /* the checkpoint file rank 0 writes */
     char chart[4096];            /* the training chart the console rank draws */
     char **recal_paths;          /* bn_recalibrate: this rank's first training files (copies) */
@@ -427,7 +434,6 @@ static int on_train_begin(attachment *a, train_plan *plan)
     selsync_data data = {.labels = labels, .n = (size_t)plan->n, .list_hash = list_hash(plan),
                          .list_source = plan->datacfg, .classes = plan->classes, .batch = plan->images,
                          .minibatch = a->net->batch,
-                         .step = get_current_batch(a->net),
                          .max_steps = a->net->max_batches > 0 ? (uint64_t)a->net->max_batches : 0,
                          .metric = plan->labels ? "top1" : "map50",
                          .heldout = a->eval ? (size_t)a->eval->n : 0, .checkpoint = a->checkpoint,
@@ -441,7 +447,6 @@ static int on_train_begin(attachment *a, train_plan *plan)
         if (dup2(ad->console, STDOUT_FILENO) < 0) report(ad, "could not restore stdout");
     }
     if (a->cfg.bn_recalibrate > 0 && keep_recalibration_files(a, plan, &mine)) return -1;
-    srand((unsigned)mine.seed);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int fair = cores > 0 ? (int)(cores / mine.training_ranks) : 1;
     if (fair < 2) fair = 2;
@@ -456,6 +461,13 @@ static int on_train_begin(attachment *a, train_plan *plan)
     a->net->subdivisions = mine.batch / a->net->batch;
     if (mine.resumed) *a->net->seen = (size_t)selsync_session_steps(a->session) * mine.batch;
     a->step_batch = mine.batch;
+    /* every draw from this rank's key and the step: load k serves step k,
+     * and the trainer thread draws from a stream per step, so a resumed run
+     * draws what the uninterrupted one drew */
+    uint64_t step = get_current_batch(a->net);
+    random_loads_begin(random_key(mine.seed, LOAD_DRAWS), step);
+    a->step_draws = random_key(mine.seed, STEP_DRAWS);
+    random_stream_seed(random_key(a->step_draws, step));
     if (plan->n > 0 && keep_files(a, plan, &mine)) return -1;
     if (mine.sequential) set_path_sampler(next_in_order, a);
     a->sampler = mine.sequential;
@@ -533,7 +545,9 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     case BEFORE_UPDATE: /* gradient sums divided by the ranks' mean batch: averaged, the global batch's */
         if (a->step_batch) ((update_args *)arg)->batch = a->step_batch;
         return check(a, selsync_session_before_update(a->session, *net->cost, ((update_args *)arg)->learning_rate));
-    case AFTER_UPDATE: return check(a, selsync_session_after_update(a->session));
+    case AFTER_UPDATE:
+        random_stream_seed(random_key(a->step_draws, get_current_batch(net)));
+        return check(a, selsync_session_after_update(a->session));
     case BATCH_REQUESTED: selsync_session_batch_requested(a->session, arg); return 0;
     case BATCH_LOADED:
         if (on_batch_loaded(a, arg)) return -1;
@@ -573,6 +587,39 @@ static attachment *find_attachment(adapter *ad, const network *net)
 }
 
 /* Parses one [selsync] section strictly and attaches the adapter. */
+/* The [selsync] section's options as a checked config (err on failure). */
+static selsync_status read_section(selsync_config *cfg, const char *cfgfile, int line, const cfg_option *options,
+                                   int n, char *err, size_t len)
+{
+    selsync_config_default(cfg, cfgfile, line);
+    selsync_status st = SELSYNC_OK;
+    for (int i = 0; i < n && st == SELSYNC_OK; ++i) {
+        if (!options[i].val) {
+            snprintf(err, len, "%s:%d: [selsync] '%s' is not a key = value line; allowed: one key=value per line",
+                     cfgfile, options[i].line, options[i].key);
+            st = SELSYNC_ECONFIG;
+        } else {
+            st = selsync_config_set(cfg, options[i].key, options[i].val, options[i].line, err, len);
+        }
+    }
+    return st ? st : selsync_config_finish(cfg, err, len);
+}
+
+/* Before the layers are built: the section is checked (a mistake is
+ * reported before a large network is built), and the initial weights are
+ * drawn from the seed's stream (rank 0's are shared with every rank). */
+static int preview_selsync_section(const char *cfgfile, int line, const cfg_option *options, int n, void *user)
+{
+    selsync_config cfg;
+    char err[1024];
+    if (read_section(&cfg, cfgfile, line, options, n, err, sizeof err)) {
+        report(user, "%s", err);
+        return -1;
+    }
+    random_stream_seed(random_key(cfg.seed, INITIAL_WEIGHTS_DRAWS));
+    return 0;
+}
+
 static int on_selsync_section(network *net, const char *cfgfile, int line,
                               const cfg_option *options, int n, void *user)
 {
@@ -589,19 +636,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
         report(ad, "out of memory");
         return -1;
     }
-    selsync_config_default(&a->cfg, cfgfile, line);
-    selsync_status st = SELSYNC_OK;
-    for (int i = 0; i < n && st == SELSYNC_OK; ++i) {
-        if (!options[i].val) {
-            snprintf(err, sizeof err, "%s:%d: [selsync] '%s' is not a key = value line; allowed: one key=value per line",
-                     cfgfile, options[i].line, options[i].key);
-            st = SELSYNC_ECONFIG;
-        } else {
-            st = selsync_config_set(&a->cfg, options[i].key, options[i].val,
-                                    options[i].line, err, sizeof err);
-        }
-    }
-    if (st == SELSYNC_OK) st = selsync_config_finish(&a->cfg, err, sizeof err);
+    selsync_status st = read_section(&a->cfg, cfgfile, line, options, n, err, sizeof err);
     a->ad = ad;
     a->net = net;
     selsync_host host = {a, score_model, save_checkpoint_model, recalibrate_model};
@@ -682,7 +717,8 @@ int darknet_plugin_init(int *argc, char ***argv)
     ad->rank = selsync_comm_rank(&ad->comm);
     ad->world = selsync_comm_size(&ad->comm);
     if (start_virtual_time(ad, err, sizeof err) ||
-        set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0) {
+        set_cfg_section_handler(SECTION, on_selsync_section, ad) != 0 ||
+        set_cfg_section_preview(SECTION, preview_selsync_section) != 0) {
         report(ad, "%s", err[0] ? err : "could not register the " SECTION " section handler");
         failed(ad, "plugin start failed");
         selsync_mpi_finalize();

@@ -13,6 +13,8 @@
  *                      sums also with every rank on one host
  *   --rank-init        Darknet's random initial weights seeded with the rank
  *                      (1 + rank), so that every rank builds different ones
+ *                      (without it, seeded with 1; never from seed=, as the
+ *                      [selsync] section's preview would draw them)
  *   --loads            report BATCH_REQUESTED and BATCH_LOADED around every
  *                      step, as Darknet's trainers do, and train the batch
  *                      size the hook asks for; the samples follow those of
@@ -163,6 +165,9 @@ int main(int argc, char **argv)
     snprintf(path, sizeof path, "%s.%d.pid", argv[3], rank);
     FILE *pid = fopen(path, "w");
     if (pid) fprintf(pid, "%ld\n", (long)getpid()), fclose(pid);
+    /* the initial weights from rand(), seeded here (by the rank with
+     * --rank-init), not from seed= by the [selsync] section's preview */
+    set_cfg_section_preview("[selsync]", NULL);
     srand(rank_init ? 1 + (unsigned)rank : 1);
     network *net = load_network(argv[1], (char *)init, clear);
     net->train = 1;

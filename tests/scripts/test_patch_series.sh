@@ -8,9 +8,9 @@
 # (patch 0012) is refused before any of its code runs.
 #
 # The series' shape: patches are numbered 0001, 0002, ... in series order;
-# they come in four groups, each opened by one comment line of series
+# they come in five groups, each opened by one comment line of series
 # ("# Upstream bug fixes ...", "# Extension points ...", "# Performance
-# ...", "# The YOLOv4 / YOLOv7 family ..."), in that order, each group once, no patch outside a group; and each
+# ...", "# The YOLOv4 / YOLOv7 family ...", "# Reproducible runs ..."), in that order, each group once, no patch outside a group; and each
 # upstream fix applies alone to the pristine tree, so that it can be taken
 # without the others.
 set -u
@@ -47,11 +47,12 @@ groups() {
         /^# Extension points/   { g = "ext"; print "= " g; next }
         /^# Performance/        { g = "perf"; print "= " g; next }
         /^# The YOLOv4/         { g = "yolo"; print "= " g; next }
+        /^# Reproducible runs/  { g = "repro"; print "= " g; next }
         /^#/ { next }
         { print (g == "" ? "none" : g), $0 }'
 }
 order=$(groups | sed -n 's/^= //p' | tr '\n' ' ')
-[ "$order" = "fix ext perf yolo " ] && ok || bad "series groups are \"$order\", not \"fix ext perf yolo\" once each"
+[ "$order" = "fix ext perf yolo repro " ] && ok || bad "series groups are \"$order\", not \"fix ext perf yolo repro\" once each"
 groups | grep -q '^none ' && bad "patches outside any group: $(groups | sed -n 's/^none //p' | tr '\n' ' ')" || ok
 fixes=$(groups | sed -n 's/^fix //p')
 [ -n "$fixes" ] && ok || bad "no upstream fixes in series"

@@ -109,7 +109,7 @@ static void train(fx *f, int steps)
 
 static void begin(fx *f, selsync_plan *plan)
 {
-    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, 0, "top1", 10, f->ckpt, f->chart, NULL, 0,
+    selsync_data d = {NULL, 0, 0, NULL, 0, 8, 0, "top1", 10, f->ckpt, f->chart, NULL, 0,
                       selsync_chart_gnuplot()};
     assert_int_equal(selsync_session_begin(f->s, &d, plan), SELSYNC_OK);
 }
@@ -238,7 +238,7 @@ static void test_sequential_position(void **state)
     f->cfg.partition = SELSYNC_PARTITION_SELDP;
     open_session(f, &one);
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
+    selsync_data d = {labels, 10, 0, NULL, 1, 4, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     assert_true(plan.sequential);
     assert_int_equal(plan.count, 10);
@@ -330,7 +330,7 @@ static void test_training_lists_disagree(void **state)
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     m.bcast_from[0] = &r0; /* now rank 0's list */
     m.bcast_from_n[0] = sizeof r0;
-    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
+    selsync_data d = {labels, 4, 9, "b.data", 2, 2, 0, NULL, 0, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_EMISMATCH);
     assert_non_null(strstr(selsync_session_error(f->s), "the training list differs: rank 0 (host-a; a.data): "
                            "5 files, hash 0000000000000009; rank 1 (host-a; b.data): 4 files, hash "
@@ -360,7 +360,7 @@ static selsync_status begin_rank0(fx *f, selsync_method method, uint64_t max_ste
     selsync_comm c = mock_as_comm(&m);
     f->cfg.method = method;
     open_session(f, &c);
-    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, 0, NULL, 0, NULL, NULL, NULL, max_steps, NULL};
+    selsync_data d = {labels, 4, 0, NULL, 2, 2, 0, NULL, 0, NULL, NULL, NULL, max_steps, NULL};
     assert_int_equal(selsync_session_load(f->s, &f->model, identity(1), NULL, 0), SELSYNC_OK);
     return selsync_session_begin(f->s, &d, plan);
 }
@@ -485,7 +485,7 @@ static void run_recalibrated(fx *f, mock_comm *m, int n, size_t listed)
     assert_int_equal(selsync_config_finish(&f->cfg, err, sizeof err), SELSYNC_OK);
     assert_int_equal(selsync_session_create(&f->cfg, &c, &host, &f->s, err, sizeof err), SELSYNC_OK);
     assert_int_equal(selsync_session_load(f->s, &model, identity(7), NULL, 0), SELSYNC_OK);
-    selsync_data d = {labels, listed, 0, NULL, 2, 2, 0, 0, "top1", 10, NULL, NULL, NULL, 0, NULL};
+    selsync_data d = {labels, listed, 0, NULL, 2, 2, 0, "top1", 10, NULL, NULL, NULL, 0, NULL};
     assert_int_equal(selsync_session_begin(f->s, &d, &plan), SELSYNC_OK);
     train(f, 6);
     FILE *devnull = fopen("/dev/null", "w");

@@ -88,7 +88,6 @@ typedef struct selsync_data {
     int batch;                  /* samples a step trains on */
     int minibatch;              /* samples of one forward and backward pass; batch is a multiple
                                    (0: batch) */
-    uint64_t step;              /* the host's steps done so far (seeds this rank's sampling) */
     const char *metric;         /* with evaluation: "top1" or "map50" */
     size_t heldout;             /* with evaluation: held-out samples (for messages) */
     const char *checkpoint;     /* with checkpoint_every: the file rank 0 writes */
@@ -111,7 +110,8 @@ typedef struct selsync_plan {
                                    global batch shared out (a multiple of minibatch) */
     int resumed;                /* a checkpoint was resumed: the host's step counter goes on from
                                    selsync_session_steps (its batch may differ from the writer's) */
-    uint64_t seed;              /* for the host's own sampling on this rank */
+    uint64_t seed;              /* this rank's key, from the seed: the host derives its draws from it
+                                   and the step number, never from the time or thread timing */
     int console;                /* this rank shows the run's progress: rank 0, or with ssp the first worker */
     int training_ranks;         /* the ranks that train and share the machine's cores (ssp: the workers) */
 } selsync_plan;
