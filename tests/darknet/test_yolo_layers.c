@@ -93,6 +93,27 @@ static double weighted(const float *out, const float *r, int n)
 /* A convolutional layer with act, BatchNorm or not: its input gradient
  * (net.delta) and weight gradient for the loss sum(r . output) against
  * finite differences. */
+/* 12 entries of v (n values: the layer's input or weights) drawn at
+ * random: grad's entry equals the central difference of sum(r . output). */
+static void check_conv_gradient(convolutional_layer l, network net, const float *r, float *v, const float *grad,
+                                int n)
+{
+    const double h = 2e-3;
+    int out = l.batch * l.outputs;
+    for (int t = 0; t < 12; t++) {
+        int i = (int)draw(0, n);
+        float keep = v[i];
+        v[i] = keep + (float)h;
+        forward_convolutional_layer(l, net);
+        double up = weighted(l.output, r, out);
+        v[i] = keep - (float)h;
+        forward_convolutional_layer(l, net);
+        double down = weighted(l.output, r, out);
+        v[i] = keep;
+        assert_close(grad[i], (up - down) / (2 * h), 2e-2);
+    }
+}
+
 static void check_conv(ACTIVATION act, int bn)
 {
     convolutional_layer l = make_convolutional_layer(2, 5, 5, 2, 3, 1, 3, 1, 1, act, bn, 0, 0, 0);
@@ -113,31 +134,8 @@ static void check_conv(ACTIVATION act, int bn)
     backward_convolutional_layer(l, net);
     net.delta = 0;
 
-    const double h = 2e-3;
-    for (int t = 0; t < 12; t++) {
-        int i = (int)draw(0, in);
-        float keep = x[i];
-        x[i] = keep + (float)h;
-        forward_convolutional_layer(l, net);
-        double up = weighted(l.output, r, out);
-        x[i] = keep - (float)h;
-        forward_convolutional_layer(l, net);
-        double down = weighted(l.output, r, out);
-        x[i] = keep;
-        assert_close(dx[i], (up - down) / (2 * h), 2e-2);
-    }
-    for (int t = 0; t < 12; t++) {
-        int i = (int)draw(0, l.nweights);
-        float keep = l.weights[i];
-        l.weights[i] = keep + (float)h;
-        forward_convolutional_layer(l, net);
-        double up = weighted(l.output, r, out);
-        l.weights[i] = keep - (float)h;
-        forward_convolutional_layer(l, net);
-        double down = weighted(l.output, r, out);
-        l.weights[i] = keep;
-        assert_close(l.weight_updates[i], (up - down) / (2 * h), 2e-2);
-    }
+    check_conv_gradient(l, net, r, x, dx, in);
+    check_conv_gradient(l, net, r, l.weights, l.weight_updates, l.nweights);
     free(net.workspace);
     free(x);
     free(dx);
