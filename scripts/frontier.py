@@ -7,11 +7,12 @@ seeds. Resumable: a run whose results are there is not run again.
 Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
            [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
            [--bandwidth RATE] [--stragglers SPEC] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J]
-           [--eval-every K] [--target SCORE] [--quick] [--results DIR]
+           [--eval-every K] [--target SCORE] [--real] [--quick] [--results DIR]
 
 Each (seed, method) is one scripts/compare-methods.py --virtual run (each
-rank a machine of its own on the modelled network, whatever the cores here)
-in RESULTS/seed-S/METHOD/; a run is done when its summary.tsv is there, so
+rank a machine of its own on the modelled network, whatever the cores here;
+with --real, ranks over real MPI between emulated hosts instead, whose
+times are measured and need the cores) in RESULTS/seed-S/METHOD/; a run is done when its summary.tsv is there, so
 the command run again goes on where it stopped (a run cut short starts
 again). Progress goes to stdout, one line per run with the time left
 estimated from the runs so far: run it with nohup and a log.
@@ -36,8 +37,12 @@ initial weights.
 Written to RESULTS/: frontier.tsv (one row per run), frontier.md (per method
 the mean and sample standard deviation of the final score over the seeds,
 its bytes per rank, training time and synchronised share, and which
-differences to BSP's mean lie inside the seeds' spread), frontier.png (the
-two plots, with error bars).
+differences to BSP's mean lie inside the seeds' spread; then, paired seed
+by seed, each method against BSP and against the FedAvg period nearest it
+in bytes: the mean ± sd of the per-seed difference and a sign count, e.g.
+3/3 above), frontier.png (the two plots, with error bars). Every run of
+a seed starts from the same initial weights and draws the same data
+(runs are reproducible), so the per-seed differences are paired.
 
 Time to a score: every method's training time (virtual) at its first
 held-out evaluation at or above --target (default: BSP's mean final
@@ -50,7 +55,9 @@ the steps), which sets the resolution.
 """
 import argparse
 import glob
+import math
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -97,6 +104,9 @@ def options():
                     help="held-out evaluations every K steps (default: a quarter of the steps)")
     ap.add_argument("--target", type=float,
                     help="the score whose time each method reports (default: BSP's mean, when bsp runs)")
+    ap.add_argument("--real", action="store_true",
+                    help="real MPI between emulated hosts at --bandwidth (compare-methods without --virtual; "
+                    "measured times) instead of virtual time")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--results", default=os.path.join(ROOT, "results", "frontier"),
                     help="the folder of this frontier (default results/frontier); run again, it resumes")
@@ -122,7 +132,8 @@ def run_one(a, seed, method, folder):
     for old in os.listdir(folder):  # a run cut short starts again
         path = os.path.join(folder, old)
         shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
-    cmd = [sys.executable, COMPARE, "--virtual", "--ranks", str(a.ranks), "--suites", a.suite,
+    cmd = [sys.executable, COMPARE] + (["--shm-methods", "none"] if a.real else ["--virtual"])
+    cmd += ["--ranks", str(a.ranks), "--suites", a.suite,
            "--methods", method, "--seed", str(seed), "--bandwidth", a.bandwidth, "--results", folder]
     cmd += ["--quick"] if a.quick else ["--steps", str(a.steps), "--batch", str(a.batch),
                                        "--eval-images", str(a.eval_images), "--det-eval-images", str(a.eval_images),
@@ -179,6 +190,27 @@ def spread(xs):
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
 
+def paired(rows, method, other):
+    """method against other on the seeds both finished: the per-seed
+    differences of the final score as "mean ± sd (k/n above)", or "-"."""
+    final = {}
+    for r in rows:
+        if not r["final"].startswith("diverged"):
+            final[(r["method"], r["seed"])] = float(r["final"])
+    diffs = [final[(method, s)] - final[(other, s)] for (m, s) in final if m == method and (other, s) in final]
+    if not diffs or method == other:
+        return "-"
+    return "%+.4f ± %.4f (%d/%d above)" % (statistics.mean(diffs), spread(diffs), sum(d > 0 for d in diffs),
+                                           len(diffs))
+
+
+def nearest_period(stats, s):
+    """The FedAvg period (fedavg-N) whose mean bytes are nearest s's, s excluded; None without one."""
+    periods = [x for x in stats if re.fullmatch(r"fedavg-\d+", x["method"]) and x is not s]
+    return min(periods, key=lambda x: abs(math.log(x["mb"] / s["mb"])) if x["mb"] > 0 and s["mb"] > 0
+               else abs(x["mb"] - s["mb"]), default=None)
+
+
 def plot(out, stats):
     with open(os.path.join(out, "frontier.dat"), "w") as f:
         for s in stats:
@@ -201,8 +233,9 @@ def main():
     out = os.path.abspath(a.results)
     os.makedirs(out, exist_ok=True)
     todo = [(s, m) for s in a.seeds for m in a.methods]
-    print("frontier: %s, %d ranks, virtual time at %s, seeds %s, %d runs; results in %s"
-          % (a.suite, a.ranks, a.bandwidth, ",".join(map(str, a.seeds)), len(todo), out), flush=True)
+    print("frontier: %s, %d ranks, %s at %s, seeds %s, %d runs; results in %s"
+          % (a.suite, a.ranks, "emulated hosts" if a.real else "virtual time", a.bandwidth,
+             ",".join(map(str, a.seeds)), len(todo), out), flush=True)
     rows, took = [], []
     for i, (seed, method) in enumerate(todo):
         folder = os.path.join(out, "seed-%d" % seed, method)
@@ -257,16 +290,28 @@ def main():
         lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %s |" % (s["method"], s["n"], s["final"], s["sd"], vs,
                                                                       s["mb"], s["time"], synced)
                      + (" %s |" % s["to"] if target is not None else ""))
+    pairs = ["| method | vs BSP, same seeds | nearest FedAvg period (bytes) | vs it, same seeds |",
+             "|---|---|---|---|"]
+    for s in stats:
+        near = nearest_period(stats, s)
+        pairs.append("| %s | %s | %s | %s |" % (s["method"], paired(rows, s["method"], "bsp") if bsp else "-",
+                                                near["method"] if near else "-",
+                                                paired(rows, s["method"], near["method"]) if near else "-"))
     plot(out, stats)
     with open(os.path.join(out, "frontier.md"), "w") as f:
-        f.write("# Frontier: %s, %d ranks, virtual time at %s%s\n\nseeds %s; `%s`\n\n%s\n\n"
+        f.write("# Frontier: %s, %d ranks, %s at %s%s\n\nseeds %s; `%s`\n\n%s\n\n"
                 "vs BSP's mean: the difference of the means, \"inside the spread\" when it is no larger than the "
                 "larger of the two standard deviations. Time to a score: the mean training time of the first "
                 "held-out evaluation at or above it, over the seeds that reached it. Plot: frontier.png. "
-                "Every run: frontier.tsv.\n"
-                % (a.suite, a.ranks, a.bandwidth, ", stragglers " + a.stragglers if a.stragglers else "",
-                   ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines)))
+                "Every run: frontier.tsv.\n\n## Paired, seed by seed\n\n%s\n\n"
+                "Each method against BSP and against the FedAvg period nearest it in bytes (on a log scale), on the "
+                "seeds both finished: the mean ± sd of the per-seed difference of the final score, and on how many "
+                "seeds the method was above.\n"
+                % (a.suite, a.ranks, "emulated hosts, real MPI," if a.real else "virtual time", a.bandwidth,
+                   ", stragglers " + a.stragglers if a.stragglers else "",
+                   ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines), "\n".join(pairs)))
     print("\n".join(lines), flush=True)
+    print("\n".join(pairs), flush=True)
     print("frontier: written %s" % os.path.join(out, "frontier.md"), flush=True)
 
 

@@ -76,7 +76,7 @@ def methods(steps, extra=False, named=()):
             out.append((key + "-speed", label + ", batches that follow speed", {**base, "speed_batches": "auto"}))
             out.append((key + "-speed-on", label + ", batches that follow every change of speed",
                         {**base, "speed_batches": "on"}))
-        for k in (2, 8, 16):
+        for k in (2, 8, 16, 32):
             out.append(("fedavg-%d" % k, "FedAvg, every %d" % k, {"method": "fedavg", "fedavg_interval": k}))
         # post-local SGD: every step synchronises until Darknet's burn_in ends
         out.append(("selsync-postlocal", "SelSync, defaults, every step synchronised until burn_in ends",

@@ -7,6 +7,9 @@
 #    mean and sample standard deviation of the TSV's finals (recomputed
 #    here), fedavg-2 synchronising half the steps and sending fewer bytes
 #    than bsp;
+#  - the paired table: each method against bsp and against the nearest
+#    FedAvg period, the mean ± sd of the per-seed differences (recomputed
+#    here) and the sign count;
 #  - run again, it resumes: every run "done before", nothing trained; with
 #    one run's folder removed, only that run trains again;
 #  - --target: each method's time to that score, "not reached" where no
@@ -35,6 +38,14 @@ stats() { awk -F'\t' -v m="$1" 'NR > 1 && $2 == m { x[++n] = $3; s += $3 }
 for m in bsp fedavg-2; do
     check "$m: mean ± sd over the 2 seeds" 'grep -q "^| $m | 2 | $(stats $m) |" "$out/frontier.md"'
 done
+# paired: the per-seed differences of A's and B's finals, as frontier.md gives them
+paired() { awk -F'\t' -v a="$1" -v b="$2" 'NR > 1 { f[$2, $1] = $3; seeds[$1] }
+    END { for (s in seeds) { d[++n] = f[a, s] - f[b, s]; mu += d[n] / 2; up += d[n] > 0 }
+          for (i = 1; i <= n; i++) v += (d[i] - mu) ^ 2; printf "%+.4f ± %.4f (%d/%d above)", mu, sqrt(v / (n - 1)), up, n }' "$tsv"; }
+check "paired: fedavg-2 against bsp seed by seed, no other period to compare" \
+    'grep -qF "| fedavg-2 | $(paired fedavg-2 bsp) | - | - |" "$out/frontier.md"'
+check "paired: bsp against the nearest period, fedavg-2" \
+    'grep -qF "| bsp | - | fedavg-2 | $(paired bsp fedavg-2) |" "$out/frontier.md"'
 bytes() { awk -F'\t' -v m="$1" 'NR > 1 && $2 == m { s += $5 } END { print s }' "$tsv"; }
 check "fedavg-2 synchronises half the steps, bsp all" \
     'grep -q "^| fedavg-2 | 2 | .* | 50% |" "$out/frontier.md" && grep -q "^| bsp | 2 | .* | 100% |" "$out/frontier.md"'

@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""SelSync against the best fixed averaging period, workload by workload:
+the regret of every method (the best FedAvg period's mean final score
+minus its own), read from frontier folders (scripts/frontier.py) that ran
+the same seeds.
+
+Usage: scripts/regret.py [--out DIR] NAME=FRONTIER_DIR [NAME=FRONTIER_DIR ...]
+
+For each workload (a frontier folder, named NAME in the tables): the
+FedAvg periods it ran (methods fedavg-N), the best of them by mean final
+score, and for every method its mean final score, its regret in points
+(100 x the best period's mean minus its mean; paired seed by seed, mean ±
+sd of the per-seed regret), its bytes per rank and training time against
+the best period's. Then one row per method over the workloads: its regret
+on each and its worst case. Written to DIR/regret.md (default: the first
+folder's parent) and printed.
+
+The verdict line checks the goal stated for SelSync's defaults (method
+`selsync`): within 0.3 points of the best period on every workload at no
+more than that period's bytes, while every fixed period is 1 point or more
+behind the best on at least one workload.
+"""
+import argparse
+import os
+import re
+import statistics
+import sys
+
+
+def fail(msg):
+    print("regret: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def read_frontier(folder):
+    """{method: {seed: (final, bytes, seconds)}} of a frontier folder's
+    finished, not diverged runs."""
+    path = os.path.join(folder, "frontier.tsv")
+    if not os.path.isfile(path):
+        fail("%s: no frontier.tsv (run scripts/frontier.py there first)" % folder)
+    runs = {}
+    with open(path) as f:
+        head = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            r = dict(zip(head, line.rstrip("\n").split("\t")))
+            if r["final"].startswith("diverged"):
+                continue
+            runs.setdefault(r["method"], {})[int(r["seed"])] = (float(r["final"]), float(r["bytes_per_rank"]),
+                                                                float(r["training_s"]))
+    return runs
+
+
+def period(method):
+    m = re.fullmatch(r"fedavg-(\d+)", method)
+    return int(m.group(1)) if m else None
+
+
+def sd(xs):
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def workload(name, runs):
+    """The rows of one workload: (method, regret points mean, sd, MB, s) and the best period."""
+    periods = [m for m in runs if period(m)]
+    if not periods:
+        fail("%s: no FedAvg period (fedavg-N) among its methods" % name)
+    mean = {m: statistics.mean(v[0] for v in runs[m].values()) for m in runs}
+    best = max(periods, key=lambda m: mean[m])
+    rows = []
+    for m in sorted(runs, key=lambda m: (period(m) is None, period(m) or 0, m)):
+        seeds = sorted(set(runs[m]) & set(runs[best]))
+        regrets = [100 * (runs[best][s][0] - runs[m][s][0]) for s in seeds]
+        rows.append({"method": m, "final": mean[m], "regret": statistics.mean(regrets), "sd": sd(regrets),
+                     "seeds": len(seeds), "mb": statistics.mean(v[1] for v in runs[m].values()) / 1e6,
+                     "s": statistics.mean(v[2] for v in runs[m].values())})
+    return best, rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="the folder of regret.md (default: the first frontier folder's parent)")
+    ap.add_argument("workloads", nargs="+", metavar="NAME=FRONTIER_DIR")
+    a = ap.parse_args()
+    named = []
+    for w in a.workloads:
+        if "=" not in w:
+            fail("%s: expected NAME=FRONTIER_DIR" % w)
+        name, folder = w.split("=", 1)
+        named.append((name, read_frontier(folder), folder))
+    out = a.out or os.path.dirname(os.path.abspath(named[0][2]))
+    text, worst = [], {}
+    for name, runs, folder in named:
+        best, rows = workload(name, runs)
+        b = next(r for r in rows if r["method"] == best)
+        text += ["## %s" % name, "", "`%s`; the best period: %s, %.4f" % (folder, best, b["final"]), "",
+                 "| method | final (mean) | regret (points, paired: mean ± sd) | MB per rank | vs the best period's | "
+                 "training time (s) |", "|---|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            text.append("| %s | %.4f | %+.2f ± %.2f (%d seeds) | %.2f | %.2fx | %.1f |" % (
+                r["method"], r["final"], r["regret"], r["sd"], r["seeds"], r["mb"], r["mb"] / b["mb"] if b["mb"] else 0,
+                r["s"]))
+            worst.setdefault(r["method"], {})[name] = (r["regret"], r["mb"] <= b["mb"] * 1.0001)
+        text.append("")
+    names = [n for n, _, _ in named]
+    text += ["## Over the workloads", "", "| method | " + " | ".join(names) + " | worst |",
+             "|---|" + "---:|" * (len(names) + 1)]
+    for m, per in worst.items():
+        cells = ["%+.2f" % per[n][0] if n in per else "-" for n in names]
+        text.append("| %s | %s | %+.2f |" % (m, " | ".join(cells), max(v[0] for v in per.values())))
+    sel = worst.get("selsync")
+    fixed = {m: per for m, per in worst.items() if period(m)}
+    if sel and len(sel) == len(names):
+        sel_ok = all(r <= 0.3 and cheap for r, cheap in sel.values())
+        fixed_bad = all(max(r for r, _ in per.values()) >= 1.0 for per in fixed.values())
+        text += ["", "Goal (SelSync's defaults within 0.3 points of the best period on every workload at no more than "
+                 "its bytes; every fixed period 1 point or more behind on at least one): SelSync %s; fixed periods %s."
+                 % ("meets it" if sel_ok else "does not", "each miss by 1 point somewhere" if fixed_bad
+                    else "not all miss by 1 point anywhere")]
+    text += ["", "Regret: 100 x (the best FedAvg period's final score minus the method's), seed by seed on the seeds "
+             "both ran; negative is better than the best period. Scores are top-1 or mAP@0.5 fractions."]
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "regret.md"), "w") as f:
+        f.write("# Regret against the best fixed period\n\n`%s`\n\n%s\n" % (" ".join(sys.argv), "\n".join(text)))
+    print("\n".join(text))
+    print("regret: written %s" % os.path.join(out, "regret.md"))
+
+
+if __name__ == "__main__":
+    main()
