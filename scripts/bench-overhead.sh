@@ -1,32 +1,63 @@
 #!/bin/sh
-# Cost of the SelSync hooks on steps that do not synchronise: trains the
-# Fashion-MNIST cfg with SelSync on RANKS ranks with a threshold no step
-# reaches (so every step after the warm-up is local) and prints, from the
-# per-step metrics of every rank, the time spent measuring the gradient and
-# agreeing on the decision as a share of the step time.
-# Usage: scripts/bench-overhead.sh [RANKS] [STEPS]
+# Cost of the SelSync hooks on steps that do not synchronise: trains a cfg
+# with SelSync's defaults on RANKS ranks with a threshold no step reaches
+# (delta=1e30: every step after the warm-up is local unless the drift rule
+# averages) and prints, from the per-step metrics of every rank, the time
+# spent measuring the gradient (measure) and in the agreement (agree, the
+# drift rule's pass over the parameters included) as a share of the step.
+# Usage: scripts/bench-overhead.sh [RANKS] [STEPS] [CFG] [OTHER_DARKNET]
+#   CFG: a classifier cfg (default cfg/fmnist.cfg, on Fashion-MNIST) or a
+#        detector's (a cfg with [yolo], on the detection set, batch 16);
+#   OTHER_DARKNET: another build's darknet, run right after this build's on
+#        the same cfg, so that the two are measured side by side.
+# Prints the machine, the OpenBLAS environment and the commit first.
 set -eu
 . "$(dirname "$0")/common.sh"
 ranks=${1:-2}
 steps=${2:-300}
+cfg=${3:-$root/cfg/fmnist.cfg}
+other=${4:-}
 fmnist_workdir
-{ sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" "$root/cfg/fmnist.cfg"
+echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo none)"
+echo "== environment: $(env | grep -E '^(OPENBLAS|OMP)_' | sort | tr '\n' ' ')"
+echo "== command: $0 $*"
+if grep -q '^\[yolo\]' "$cfg"; then
+    kind=detector data=$root/data/fmnist-det/fmnist-det.data
+    [ -f "$data" ] || python3 "$root/scripts/make-detection-set.py" >/dev/null
+    sed "s#^backup=.*#backup=$work#" "$data" >"$work/run.data"
+else
+    kind=classifier
+    cp "$work/fmnist.data" "$work/run.data"
+fi
+{ sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" "$cfg"
   printf '\n[selsync]\ndelta=1e30\nwindow=25\nlog=%s/run.%%r.tsv\n' "$work"; } >"$work/run.cfg"
-mpirun -np "$ranks" --oversubscribe "$build/darknet" classifier train "$work/fmnist.data" \
-    "$work/run.cfg" >"$work/out" 2>&1 || { tail "$work/out"; exit 1; }
-# per step: the mean over ranks, and the agreement of the last rank to arrive
-# (the minimum over ranks: the collective itself, without waiting for others)
-awk -F'\t' -v ranks="$ranks" '
-    /^#/ { next }
-    $1 == "step" { for (k = 1; k <= NF; k++) col[$k] = k; next }
-    $col["decision"] == "local" {
-        c[$1] += $col["t_compute"]; m[$1] += $col["t_measure"]; t = $col["t_agree"]; a[$1] += t
-        if (!($1 in amin) || t < amin[$1]) amin[$1] = t }
-    END {
-        for (s in c) { n++; C += c[s] / ranks; M += m[s] / ranks; A += a[s] / ranks; L += amin[s] }
-        step = (C + M + A) / n
-        printf "local steps: %d; mean step %.2f ms: compute %.2f ms, measure %.3f ms, agree %.3f ms", n, 1e3 * step, 1e3 * C / n, 1e3 * M / n, 1e3 * A / n
-        printf " (the collective itself %.3f ms, the rest is waiting for the slowest rank)\n", 1e3 * L / n
-        printf "hook cost on local steps: measure %.2f%% + agreement collective %.2f%% = %.2f%% of the step time\n", 100 * M / n / step, 100 * L / n / step, 100 * (M + L) / n / step
-        printf "waiting for the slowest rank at the agreement: %.2f%% of the step time\n", 100 * (A - L) / n / step }' "$work"/run.*.tsv
-echo "($ranks ranks, cfg/fmnist.cfg, $steps steps)"
+
+# measure DARKNET: one run, then its shares
+measure() {
+    rm -f "$work"/run.*.tsv
+    mpirun -np "$ranks" --oversubscribe "$1" $kind train "$work/run.data" "$work/run.cfg" >"$work/out" 2>&1 \
+        || { tail "$work/out"; exit 1; }
+    # per step: the mean over ranks, and the agreement of the last rank to
+    # arrive (the minimum over ranks: its own cost, without waiting for others)
+    awk -F'\t' -v ranks="$ranks" '
+        /^#/ { next }
+        $1 == "step" { for (k = 1; k <= NF; k++) col[$k] = k; next }
+        $col["decision"] == "local" {
+            c[$1] += $col["t_compute"]; m[$1] += $col["t_measure"]; t = $col["t_agree"]; a[$1] += t
+            if (!($1 in amin) || t < amin[$1]) amin[$1] = t }
+        END {
+            for (s in c) { n++; C += c[s] / ranks; M += m[s] / ranks; A += a[s] / ranks; L += amin[s] }
+            if (!n) { print "no local step"; exit 1 }
+            step = (C + M + A) / n
+            printf "  local steps: %d; mean step %.2f ms: compute %.2f ms, measure %.3f ms, agree %.3f ms", n, 1e3 * step, 1e3 * C / n, 1e3 * M / n, 1e3 * A / n
+            printf " (the last rank to arrive %.3f ms, the rest is waiting for it)\n", 1e3 * L / n
+            printf "  hook cost on local steps: measure %.2f%% + agreement %.2f%% = %.2f%% of the step time\n", 100 * M / n / step, 100 * L / n / step, 100 * (M + L) / n / step
+            printf "  waiting for the slowest rank at the agreement: %.2f%% of the step time\n", 100 * (A - L) / n / step }' "$work"/run.*.tsv
+}
+echo "$build/darknet:"
+measure "$build/darknet"
+if [ -n "$other" ]; then
+    echo "$other:"
+    measure "$other"
+fi
+echo "($ranks ranks, $(basename "$cfg"), $steps steps, $kind)"

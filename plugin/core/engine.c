@@ -167,6 +167,8 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     if ((selsync_config_drift(cfg) || selsync_config_outer(cfg)) &&
         !(e->anchor = malloc((n_trained + 1) * sizeof *e->anchor)))
         goto nomem;
+    if (selsync_config_drift(cfg) && !(e->anchor_sq = calloc(e->nt + 1, sizeof *e->anchor_sq)))
+        goto nomem;
     if (agree_sums && !(e->agree64 = malloc((e->n_groups + 2) * sizeof *e->agree64)))
         goto nomem;
     if (cfg->method == SELSYNC_METHOD_SELSYNC && cfg->lag > 0 &&
@@ -238,6 +240,7 @@ void selsync_engine_destroy(selsync_engine *e)
     free(e->stats);
     free(e->mean);
     free(e->anchor);
+    free(e->anchor_sq);
     free(e->outer_u);
     free(e->agree64);
     free(e->lag_sums);

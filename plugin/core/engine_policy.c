@@ -105,22 +105,28 @@ void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr)
         if (e->t[i].kind != SELSYNC_TENSOR_TRAINED || (layers && !layers[e->t[i].layer])) continue;
         if (layers && e->outer_u && lr > 0) outer_step(e, i, lr);
         memcpy(e->anchor + e->snap_off[i], e->t[i].param, e->t[i].count * sizeof *e->anchor);
+        if (e->anchor_sq) e->anchor_sq[i] = engine_sq_diff(e->anchor + e->snap_off[i], NULL, e->t[i].count);
     }
 }
 
+void policy_anchor_norms(selsync_engine *e)
+{
+    if (!e->anchor_sq) return;
+    for (size_t i = 0; i < e->nt; i++)
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED)
+            e->anchor_sq[i] = engine_sq_diff(e->anchor + e->snap_off[i], NULL, e->t[i].count);
+}
+
 /* This rank's ||x - anchor||^2 / ||anchor||^2 over the trained params
- * (inf when the anchor is 0 and x is not). */
+ * (inf when the anchor is 0 and x is not): one pass over the params and
+ * the anchor, whose norms are known since it was set. */
 static double drift_of(const selsync_engine *e)
 {
     double moved = 0, size = 0;
     for (size_t i = 0; i < e->nt; i++) {
         if (e->t[i].kind != SELSYNC_TENSOR_TRAINED) continue;
-        const float *x = e->t[i].param, *a = e->anchor + e->snap_off[i];
-        for (size_t j = 0; j < e->t[i].count; j++) {
-            double d = (double)x[j] - (double)a[j];
-            moved += d * d;
-            size += (double)a[j] * (double)a[j];
-        }
+        moved += engine_sq_diff(e->t[i].param, e->anchor + e->snap_off[i], e->t[i].count);
+        size += e->anchor_sq[i];
     }
     return size > 0 ? moved / size : moved > 0 ? INFINITY : 0;
 }

@@ -193,6 +193,7 @@ static void apply_snapshot(selsync_engine *e, const snapshot_head *h, uint8_t *p
     field(&pos, e->prev, e->n_track * sizeof(double), 0);
     if (e->snap) field(&pos, e->snap, e->n_trained * sizeof(float), 0);
     host_arrays(e, &pos, 0);
+    policy_anchor_norms(e);
     engine_keep_stats(e, 1);
     e->step = h->step;
     e->ratio_n = (size_t)h->ratio_n;

@@ -71,6 +71,7 @@ struct selsync_engine {
     int sync_done;               /* sync_until: the switch to selective steps has happened */
     float *anchor;               /* drift, outer step: the trained params after the last average applied
                                     (snap_off's layout) */
+    double *anchor_sq;           /* drift: each tensor's ||anchor||^2 (policy_anchor_norms), by tensor */
     float *outer_u;              /* outer step: its momentum, the same layout */
     double *agree64;             /* drift or agree = mean: the agreement's sum, n_groups + 2 entries */
     /* lag > 0 (engine_policy.c): slot step % lag holds the agreement of
@@ -107,6 +108,11 @@ selsync_status engine_check(selsync_engine *e, int in_step);
 /* Tensor i's squared norm of this step's own gradient, and whether its
  * params are finite, once per step. */
 void engine_measure_tensor(selsync_engine *e, size_t i);
+/* The sum of (x - y)^2 over [0, n) (y NULL: of x^2): float lanes over
+ * blocks, which the compiler vectorises, the blocks added in double
+ * (about 1e-7 of relative error; a block that overflows float is summed
+ * in double). */
+double engine_sq_diff(const float *x, const float *y, size_t n);
 /* Norms, smoothing, change and local flags of this step; 1 when its
  * gradient is not finite, 2 when its parameters are not. */
 int engine_measure(selsync_engine *e);
@@ -148,6 +154,8 @@ void policy_note_rate(selsync_engine *e, double lr);
  * outer step, their trained params become the anchor's moved by it; the
  * anchor becomes their params (drift, outer step). */
 void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr);
+/* The anchor's squared norms once it has been read from a checkpoint. */
+void policy_anchor_norms(selsync_engine *e);
 enum { LAG_EMPTY = 0, LAG_STARTED, LAG_KNOWN };
 /* The lag in force: cfg.lag where the engine keeps slots (selsync), else 0. */
 static inline uint64_t policy_lag(const selsync_engine *e) { return e->lag_state ? (uint64_t)e->cfg.lag : 0; }

@@ -561,6 +561,44 @@ static void test_drift_rule(void **state)
     }
 }
 
+/* The engine's sum of squared differences (plugin/core/engine_state.h),
+ * which the drift rule runs over every parameter each step: float lanes
+ * over blocks equal a double reference to 1e-6 relatively, over lengths that
+ * end inside a block and inside a lane; a block whose float sum overflows
+ * (values of 1e20) is summed in double, so the result is finite. */
+double engine_sq_diff(const float *x, const float *y, size_t n);
+static void test_sq_diff(void **state)
+{
+    (void)state;
+    enum { N = 100003 };
+    float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
+    assert_non_null(x);
+    assert_non_null(y);
+    srand(7);
+    for (size_t j = 0; j < N; j++) {
+        x[j] = (float)rand() / RAND_MAX - 0.5f;
+        y[j] = x[j] + 1e-3f * ((float)rand() / RAND_MAX - 0.5f);
+    }
+    const size_t lengths[] = {0, 5, 16, 1000, 1024, 1037, 5000, N};
+    for (size_t k = 0; k < sizeof lengths / sizeof *lengths; k++) {
+        size_t n = lengths[k];
+        double diff = 0, norm = 0;
+        for (size_t j = 0; j < n; j++) {
+            double d = (double)x[j] - (double)y[j];
+            diff += d * d;
+            norm += (double)x[j] * (double)x[j];
+        }
+        assert_close(engine_sq_diff(x, y, n), diff, 1e-6);
+        assert_close(engine_sq_diff(x, NULL, n), norm, 1e-6);
+    }
+    for (size_t j = 0; j < 2048; j++) x[j] = 1e20f;
+    double big = engine_sq_diff(x, NULL, 2048);
+    assert_true(isfinite(big));
+    assert_close(big, 2048 * (double)1e20f * (double)1e20f, 1e-6);
+    free(x);
+    free(y);
+}
+
 /* The drift rule with lag = 2 over the same moves: step t applies the drift
  * measured at t - 2, and only when that was measured after the last
  * average (2 local steps since): the drift measured just before an average
@@ -2171,6 +2209,7 @@ int main(void)
         T(test_max_local_counts_from_the_last_sync),
         T(test_qsr_bound_grows_as_the_rate_decays),
         T(test_qsr_bound_survives_a_restore),
+        T(test_sq_diff),
         T(test_drift_rule),
         T(test_drift_rule_with_lag),
         T(test_drift_is_the_ranks_mean),
