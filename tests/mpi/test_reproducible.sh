@@ -5,6 +5,7 @@
 # weights are byte-identical and so are the ranks' per-step losses and
 # decisions, for the classifier (flips, two loader threads per rank) with
 # bsp, selsync's defaults, fedavg, selsync with overlap=1 and with lag=2,
+# local SGD and ssp (one worker beside the server),
 # the detector (jitter, colour, mosaic) with bsp and selsync, and selsync
 # in virtual time. Another
 # seed gives other weights (the check above can fail). A run cut by a
@@ -58,7 +59,9 @@ cls 'method=selsync
 overlap=1' >"$work/overlap.cfg"
 cls 'method=selsync
 lag=2' >"$work/lag.cfg"
-for m in bsp selsync fedavg overlap lag; do
+cls 'method=local' >"$work/local.cfg"
+cls 'method=ssp' >"$work/ssp.cfg"
+for m in bsp selsync fedavg overlap lag local ssp; do
     same cls-$m classifier "$work/fmnist.data" "$work/$m.cfg"
 done
 
