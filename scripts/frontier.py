@@ -186,6 +186,17 @@ def time_to(folder, target):
     return None
 
 
+def machine_of(folder):
+    """The machine line of the run in folder (its run-info.txt: machine,
+    OpenBLAS kernel, threads per rank), or "unknown"."""
+    for path in glob.glob(os.path.join(folder, "*", "run-info.txt")):
+        with open(path) as f:
+            info = dict(line.rstrip("\n").split("=", 1) for line in f if "=" in line)
+        return "%s; %s; threads per rank: %s" % (info.get("machine", "unknown"), info.get("blas", "kernel unknown"),
+                                                 info.get("threads", "?"))
+    return "unknown"
+
+
 def spread(xs):
     return statistics.stdev(xs) if len(xs) > 1 else 0.0
 
@@ -299,7 +310,7 @@ def main():
                                                 paired(rows, s["method"], near["method"]) if near else "-"))
     plot(out, stats)
     with open(os.path.join(out, "frontier.md"), "w") as f:
-        f.write("# Frontier: %s, %d ranks, %s at %s%s\n\nseeds %s; `%s`\n\n%s\n\n"
+        f.write("# Frontier: %s, %d ranks, %s at %s%s\n\nseeds %s; `%s`\n\nMachine (the last run's): %s\n\n%s\n\n"
                 "vs BSP's mean: the difference of the means, \"inside the spread\" when it is no larger than the "
                 "larger of the two standard deviations. Time to a score: the mean training time of the first "
                 "held-out evaluation at or above it, over the seeds that reached it. Plot: frontier.png. "
@@ -309,7 +320,8 @@ def main():
                 "seeds the method was above.\n"
                 % (a.suite, a.ranks, "emulated hosts, real MPI," if a.real else "virtual time", a.bandwidth,
                    ", stragglers " + a.stragglers if a.stragglers else "",
-                   ",".join(map(str, a.seeds)), " ".join(sys.argv), "\n".join(lines), "\n".join(pairs)))
+                   ",".join(map(str, a.seeds)), " ".join(sys.argv), machine_of(rows[-1]["folder"]), "\n".join(lines),
+                   "\n".join(pairs)))
     print("\n".join(lines), flush=True)
     print("\n".join(pairs), flush=True)
     print("frontier: written %s" % os.path.join(out, "frontier.md"), flush=True)

@@ -16,7 +16,7 @@ from .common import CLUSTER, ROOT, SUITES, clock, fail, write
 from .data import prepare_data, probe_eval_every
 from .metrics import collect
 from .plots import plots
-from .report import machine, report
+from .report import blas_kernel, machine, report
 from .runs import Progress, diverged, end, methods, plan, run_all, score_in, suites
 
 def rate(text):
@@ -252,7 +252,8 @@ def main(argv):
         all_suites = args.all_suites
         made = plots(args, out, runs, all_suites, gnuplot)
         info = {"command": command, "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime(started)),
-                "took": clock(time.time() - started), "machine": machine(),
+                "took": clock(time.time() - started), "machine": machine(), "blas": blas_kernel(out),
+                "threads": "1 (virtual time)" if net_main == "virtual" else os.environ.get("OPENBLAS_NUM_THREADS", "?"),
                 "cluster": cluster.name if cluster else "", "note": note,
                 "virtual": args.virtual_spec if net_main == "virtual" else ""}
         write(os.path.join(out, "run-info.txt"), "".join("%s=%s\n" % kv for kv in info.items()))

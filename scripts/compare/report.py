@@ -80,6 +80,9 @@ def net_label(args, net):
 
 
 def machine():
+    """This machine, its build and environment, as one line: the CPU, cores,
+    kernel and Open MPI; the commit (with "+changes" when the tree differs
+    from it); the OPENBLAS_* and OMP_* environment the runs inherit."""
     cpu = "unknown CPU"
     try:
         with open("/proc/cpuinfo") as f:
@@ -91,8 +94,32 @@ def machine():
         pass
     mpi = subprocess.run(["mpirun", "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          universal_newlines=True).stdout.splitlines()
-    return "%s, %d cores, Linux %s, %s" % (cpu, os.cpu_count() or 0, platform.release(),
-                                           mpi[0] if mpi else "mpirun")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    git = ["git", "-C", root]
+    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip() or "no commit"
+    changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip()
+    blas = " ".join("%s=%s" % kv for kv in sorted(os.environ.items())
+                    if kv[0].startswith("OPENBLAS_") or kv[0].startswith("OMP_"))
+    return "%s, %d cores, Linux %s, %s; commit %s%s; environment: %s" % (
+        cpu, os.cpu_count() or 0, platform.release(), mpi[0] if mpi else "mpirun", commit,
+        "+changes" if changed else "", blas or "no OPENBLAS_* or OMP_* variable")
+
+
+def blas_kernel(out):
+    """The OpenBLAS kernel the runs of results folder out used, as their
+    metrics files name it ("OpenBLAS Haswell (detected)"), or "unknown"."""
+    for base, _, files in os.walk(os.path.join(out, "runs")):
+        for f in sorted(files):
+            if f.startswith("metrics.") and f.endswith(".tsv"):
+                with open(os.path.join(base, f)) as m:
+                    for line in m:
+                        if not line.startswith("#"):
+                            break
+                        if line.startswith("# OpenBLAS"):
+                            return line[2:].strip()
+    return "unknown"
 
 
 def report(args, out, runs, all_suites, made, info):
@@ -101,7 +128,8 @@ def report(args, out, runs, all_suites, made, info):
     note = info.get("note", "")
     lines = ["# Method comparison", "",
              "Command: `%s`  " % info["command"],
-             "Started %s UTC, took %s. Machine: %s.  " % (info["started"], info["took"], info["machine"]),
+             "Started %s UTC, took %s. Machine: %s; %s; threads per rank: %s.  "
+             % (info["started"], info["took"], info["machine"], info["blas"], info["threads"]),
              "%d ranks; %d steps per run (detector: %d), held-out evaluation every %s steps "
              "(detector: every %s) on %d images (detector: %d) and once more on the final model; seed %d."
              % (args.ranks, args.steps, args.det_steps, args.eval_every if args.eval_supported else "-",

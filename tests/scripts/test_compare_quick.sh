@@ -2,7 +2,9 @@
 # Usage: test_compare_quick.sh SOURCE_DIR WORK_DIR
 # scripts/compare-methods.py --quick end to end (emulated hosts where network
 # namespaces are permitted, shared memory with modelled times elsewhere):
-#  - it exits 0 and writes one results folder with the tables, a row per
+#  - it exits 0 and writes one results folder with the tables (which
+#    record the machine, the commit, the OPENBLAS_* environment, the
+#    OpenBLAS kernel and the threads per rank), a row per
 #    method, the plots as PNG files, and per run the cfg, the data file,
 #    Darknet's output and a metrics file per rank;
 #  - the figures follow the methods: BSP never steps locally, local SGD
@@ -46,6 +48,9 @@ set -- "$work"/results/*-2ranks-*-4steps-quick
 out=$1 folders=$#
 check "one results folder" '[ $folders -eq 1 ] && [ -d "$out" ]'
 md=$out/comparison.md
+check "the table records the machine: CPU, commit, environment, OpenBLAS kernel, threads" \
+    'grep -q "Machine: .*, [0-9]* cores, .*; commit [0-9a-f]*.*; environment: .*OPENBLAS_NUM_THREADS=1.*; OpenBLAS [A-Za-z0-9]* (.*); threads per rank: 1\." "$md" &&
+     grep -q "^blas=OpenBLAS " "$out/run-info.txt"'
 emulated=0
 if sh "$src/scripts/emulated-cluster.sh" check >/dev/null 2>&1; then emulated=1; fi
 if [ $emulated -eq 1 ]; then

@@ -2,7 +2,8 @@
 # Usage: test_frontier.sh SOURCE_DIR WORK_DIR
 # scripts/frontier.py --quick (bsp and fedavg-2, seeds 1 and 2, 2 ranks in
 # virtual time) end to end:
-#  - it exits 0 and writes the table, the TSV and the plot; one row per run
+#  - it exits 0 and writes the table (with the machine, the OpenBLAS kernel
+#    and the threads per rank), the TSV and the plot; one row per run
 #    in the TSV, one per method in the table, each over 2 seeds, with the
 #    mean and sample standard deviation of the TSV's finals (recomputed
 #    here), fedavg-2 synchronising half the steps and sending fewer bytes
@@ -29,6 +30,8 @@ rc=$?
 cat "$work/first.txt"
 check "exits 0" '[ $rc -eq 0 ]'
 check "table, TSV and plot written" '[ -s "$out/frontier.md" ] && [ -s "$out/frontier.tsv" ] && [ -s "$out/frontier.png" ]'
+check "the table records the machine, kernel and threads" \
+    'grep -q "^Machine (the last run.s): .*; commit [0-9a-f]*.*; OpenBLAS .*; threads per rank: 1 (virtual time)$" "$out/frontier.md"'
 tsv=$out/frontier.tsv
 check "a row per seed and method" \
     '[ "$(tail -n +2 "$tsv" | cut -f1,2 | sort | tr "\t\n" ": ")" = "1:bsp 1:fedavg-2 2:bsp 2:fedavg-2 " ]'
