@@ -4,6 +4,7 @@
 #include "mpi_ctx.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* An op's start: the gate, then the stall watch's name for it. */
@@ -245,9 +246,29 @@ selsync_status comm_mpi_sum_f64(void *ctx, double *buf, size_t n)
     return allreduce_chunks(c, buf, n, sizeof(double), MPI_DOUBLE, MPI_SUM);
 }
 
-/* Started on the communicator of the small sums, whose requests complete
- * in the order started; the bytes count at the start. Not a collective of
- * the stall watch's count: the waits name no missing rank. */
+static void small_sum_free(struct small_sum *q)
+{
+    free(q->vals);
+    free(q->req);
+    free(q->peer);
+    q->vals = NULL;
+    q->req = NULL;
+    q->peer = NULL;
+}
+
+void small_sums_free(mpi_ctx *c)
+{
+    for (size_t i = 0; i < c->small_count; i++) small_sum_free(&c->small_sums[i]);
+    free(c->small_sums);
+    c->small_sums = NULL;
+    c->small_cap = c->small_count = 0;
+}
+
+/* One round on the communicator of the small sums (struct small_sum);
+ * messages between two ranks on it arrive in the order sent, so the sums
+ * complete in the order started. The bytes count at the start: n doubles
+ * to each other rank. Not a collective of the stall watch's count: a wait
+ * names the ranks whose values have not arrived. */
 selsync_status comm_mpi_sum_f64_start(void *ctx, double *buf, size_t n)
 {
     mpi_ctx *c = ctx;
@@ -257,29 +278,57 @@ selsync_status comm_mpi_sum_f64_start(void *ctx, double *buf, size_t n)
         s = SELSYNC_EINVAL;
     }
     if (s == SELSYNC_OK)
-        s = ctx_reserve(c, (void **)&c->small_req, &c->small_cap, c->small_count + 1, sizeof *c->small_req);
+        s = ctx_reserve(c, (void **)&c->small_sums, &c->small_cap, c->small_count + 1, sizeof *c->small_sums);
     if (s != SELSYNC_OK) return s;
     stall_enter(c, "sum_f64_start", 0);
-    MPI_Request *rq = &c->small_req[c->small_count];
-    *rq = MPI_REQUEST_NULL;
+    struct small_sum *q = &c->small_sums[c->small_count];
+    *q = (struct small_sum){.buf = buf, .n = n};
     if (n && c->size > 1) {
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->small, rq);
-        if (rc != MPI_SUCCESS) return ctx_mpi_failed(c, "MPI_Iallreduce (sum_f64_start)", rc);
-        ctx_count_bytes(c, ring_bytes(c, n, sizeof(double)));
+        size_t others = (size_t)c->size - 1;
+        q->vals = malloc((size_t)c->size * n * sizeof *q->vals);
+        q->req = malloc(2 * others * sizeof *q->req);
+        q->peer = malloc(2 * others * sizeof *q->peer);
+        if (!q->vals || !q->req || !q->peer) {
+            small_sum_free(q);
+            ctx_error(c, "sum_f64_start: out of memory on rank %d", c->rank);
+            return SELSYNC_ENOMEM;
+        }
+        double *mine = q->vals + (size_t)c->rank * n;
+        memcpy(mine, buf, n * sizeof *buf);
+        for (int k = 0; k < c->size; k++) {
+            if (k == c->rank) continue;
+            int rc = MPI_Irecv(q->vals + (size_t)k * n, (int)n, MPI_DOUBLE, k, 0, c->small, &q->req[q->nreq]);
+            if (rc == MPI_SUCCESS) q->peer[q->nreq++] = k;
+            if (rc == MPI_SUCCESS) rc = MPI_Isend(mine, (int)n, MPI_DOUBLE, k, 0, c->small, &q->req[q->nreq]);
+            if (rc == MPI_SUCCESS) q->peer[q->nreq++] = k;
+            if (rc != MPI_SUCCESS) return ctx_mpi_failed(c, "MPI_Isend/MPI_Irecv (sum_f64_start)", rc);
+        }
+        ctx_count_bytes(c, (uint64_t)others * n * sizeof *buf);
     }
     c->small_count++;
     return SELSYNC_OK;
 }
 
+/* The oldest started sum: its messages completed, every rank's values
+ * added in rank order into the caller's buffer (the same bits on every
+ * rank). */
 selsync_status comm_mpi_wait_f64(void *ctx)
 {
-    static const int nobody = MPI_PROC_NULL;
     mpi_ctx *c = ctx;
     selsync_status s = gate_check(c, c, 0, "wait_f64");
     if (s != SELSYNC_OK || c->small_count == 0) return s;
     stall_enter(c, "wait_f64", 0);
-    s = stall_wait(c, 1, &c->small_req[0], &nobody, MPI_STATUSES_IGNORE, "MPI_Iallreduce (wait_f64)");
-    memmove(c->small_req, c->small_req + 1, --c->small_count * sizeof *c->small_req);
+    struct small_sum *q = &c->small_sums[0];
+    if (q->vals) {
+        s = stall_wait(c, q->nreq, q->req, q->peer, MPI_STATUSES_IGNORE, "sum_f64 (wait_f64)");
+        for (size_t j = 0; j < q->n && s == SELSYNC_OK; j++) {
+            double sum = 0;
+            for (int k = 0; k < c->size; k++) sum += q->vals[(size_t)k * q->n + j];
+            q->buf[j] = sum;
+        }
+    }
+    small_sum_free(q);
+    memmove(c->small_sums, c->small_sums + 1, --c->small_count * sizeof *c->small_sums);
     return s;
 }
 

@@ -120,9 +120,7 @@ static void release(mpi_ctx *c)
     if (!fin && c->own_init) MPI_Finalize();
     c->comm = c->p2p = c->watch = c->small = MPI_COMM_NULL;
     c->own_init = 0;
-    free(c->small_req);
-    c->small_req = NULL;
-    c->small_cap = c->small_count = 0;
+    small_sums_free(c);
     free(c->reached);
     free(c->note_buf);
     free(c->note_req);

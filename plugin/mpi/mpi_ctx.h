@@ -66,6 +66,21 @@ typedef struct bg_sum {
     float scale;
 } bg_sum;
 
+/* A small sum started without blocking: one round of messages, each rank
+ * sending its n values to every other and receiving theirs into vals (the
+ * ranks' values in rank order), so that it completes once every rank has
+ * started it, whether or not the others enter MPI again (a library
+ * MPI_Iallreduce of several rounds advances only inside MPI calls: a rank
+ * waiting for it would wait for the others' next call). */
+struct small_sum {
+    double *buf;         /* the caller's values, and the sum once waited for */
+    size_t n;
+    double *vals;        /* size * n: every rank's values (NULL: nothing to exchange) */
+    MPI_Request *req;    /* 2 (size - 1): the receives and sends */
+    int *peer;           /* the rank of each request */
+    int nreq;
+};
+
 typedef struct mpi_ctx {
     /* Setup (comm_mpi.c). */
     MPI_Comm comm;
@@ -140,11 +155,11 @@ typedef struct mpi_ctx {
     /* The collectives (collectives.c). */
     float *pack;         /* reduce_scatter_block sum_f32v: the packed array */
     size_t pack_cap;     /* in floats */
-    /* The small sums started without blocking (sum_f64_start): on a
-     * communicator of their own, so that they never meet the ring's
-     * collectives; their requests oldest first, small_count of them. */
+    /* The small sums started without blocking (sum_f64_start), oldest
+     * first, small_count of them, on a communicator of their own so that
+     * they never meet the ring's collectives. */
     MPI_Comm small;
-    MPI_Request *small_req;
+    struct small_sum *small_sums;
     size_t small_cap, small_count;
     /* sum_f32v_among's hand-out: a request, peer and type per message of a
      * round (at most size of each), kept between calls. */
@@ -212,6 +227,8 @@ selsync_status comm_mpi_any(void *ctx, uint8_t *flags, size_t n);
 selsync_status comm_mpi_sum_f64(void *ctx, double *buf, size_t n);
 selsync_status comm_mpi_sum_f64_start(void *ctx, double *buf, size_t n);
 selsync_status comm_mpi_wait_f64(void *ctx);
+/* Frees the small sums still started (at finalize). */
+void small_sums_free(mpi_ctx *c);
 selsync_status comm_mpi_bcast(void *ctx, void *buf, size_t bytes, int root);
 selsync_status comm_mpi_send(void *ctx, int dest, int tag, const void *buf, size_t bytes);
 selsync_status comm_mpi_recv(void *ctx, int source, int tag, void *buf, size_t bytes, selsync_msg *got);

@@ -473,6 +473,50 @@ static void check_small_sums(void)
     check("sum_f64_start x3 with a background sum and an any between: each wait_f64 completes the oldest", ok);
 }
 
+/* A started small sum completes without the other ranks calling MPI again:
+ * rank 0 starts it, then makes no MPI call until every other rank has
+ * waited for it and said so in a file (a sum that advances only inside MPI
+ * calls would leave them waiting for rank 0, which would give up after
+ * 20 s); then rank 0 waits for it too. */
+static void check_small_sum_alone(void)
+{
+    char dir[64] = "/tmp/selsync-small-XXXXXX", path[96];
+    int ok = g_rank != 0 || mkdtemp(dir) != NULL;
+    MPI_Bcast(dir, sizeof dir, MPI_CHAR, 0, MPI_COMM_WORLD);
+    double v[3] = {g_rank + 1.0, 1, -1.0 * g_rank}, want[3] = {g_size * (g_size + 1) / 2.0, g_size,
+                                                               -g_size * (g_size - 1) / 2.0};
+    selsync_status s = C.ops->sum_f64_start(C.ctx, v, 3);
+    if (g_rank == 0) {
+        int told = 0;
+        for (int t = 0; t < 2000 && told < g_size - 1; ++t) { /* 20 s */
+            told = 0;
+            for (int r = 1; r < g_size; ++r) {
+                snprintf(path, sizeof path, "%s/%d", dir, r);
+                told += access(path, F_OK) == 0;
+            }
+            if (told < g_size - 1) sleep_ms(10);
+        }
+        ok = ok && told == g_size - 1;
+        if (s == SELSYNC_OK) s = C.ops->wait_f64(C.ctx);
+    } else {
+        if (s == SELSYNC_OK) s = C.ops->wait_f64(C.ctx);
+        snprintf(path, sizeof path, "%s/%d", dir, g_rank);
+        FILE *f = fopen(path, "w");
+        ok = f != NULL;
+        if (f) fclose(f);
+    }
+    ok = ok && s == SELSYNC_OK && memcmp(v, want, sizeof v) == 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (g_rank == 0) {
+        for (int r = 1; r < g_size; ++r) {
+            snprintf(path, sizeof path, "%s/%d", dir, r);
+            unlink(path);
+        }
+        rmdir(dir);
+    }
+    check("sum_f64_start: completes on every other rank while rank 0 makes no MPI call", ok);
+}
+
 static void check_bcast(size_t bytes, int root, size_t chunk, const char *label)
 {
     char name[160];
@@ -947,6 +991,7 @@ int main(int argc, char **argv)
     check_any();
     check_sum_f64();
     check_small_sums();
+    check_small_sum_alone();
     check_bcast(((size_t)5 << 20) + 3, 0, 0, "");
     check_bcast(((size_t)5 << 20) + 3, g_size - 1, 0, "");
     check_bcast(((size_t)5 << 20) + 3, g_size / 2, (size_t)1 << 20, " (chunked, 1 MiB calls)");
