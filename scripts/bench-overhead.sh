@@ -10,6 +10,7 @@
 #        detector's (a cfg with [yolo], on the detection set, batch 16);
 #   OTHER_DARKNET: another build's darknet, run right after this build's on
 #        the same cfg, so that the two are measured side by side.
+# Environment: BENCH_SELSYNC, more [selsync] lines (e.g. "lag=1").
 # Prints the machine, the OpenBLAS environment and the commit first.
 set -eu
 . "$(dirname "$0")/common.sh"
@@ -30,7 +31,7 @@ else
     cp "$work/fmnist.data" "$work/run.data"
 fi
 { sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" "$cfg"
-  printf '\n[selsync]\ndelta=1e30\nwindow=25\nlog=%s/run.%%r.tsv\n' "$work"; } >"$work/run.cfg"
+  printf '\n[selsync]\ndelta=1e30\nwindow=25\nlog=%s/run.%%r.tsv\n%s\n' "$work" "${BENCH_SELSYNC:-}"; } >"$work/run.cfg"
 
 # measure DARKNET: one run, then its shares
 measure() {
@@ -60,4 +61,4 @@ if [ -n "$other" ]; then
     echo "$other:"
     measure "$other"
 fi
-echo "($ranks ranks, $(basename "$cfg"), $steps steps, $kind)"
+echo "($ranks ranks, $(basename "$cfg"), $steps steps, $kind${BENCH_SELSYNC:+, $BENCH_SELSYNC})"
