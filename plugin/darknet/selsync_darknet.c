@@ -57,7 +57,6 @@
 #include "selsync/hash.h"
 #include "selsync/labels.h"
 #include "selsync/map.h"
-#include "selsync/rng.h"
 #include "selsync/session.h"
 #include "selsync/vclock.h"
 #include "selsync_build_id.h"
@@ -586,7 +585,6 @@ static attachment *find_attachment(adapter *ad, const network *net)
     return NULL;
 }
 
-/* Parses one [selsync] section strictly and attaches the adapter. */
 /* The [selsync] section's options as a checked config (err on failure). */
 static selsync_status read_section(selsync_config *cfg, const char *cfgfile, int line, const cfg_option *options,
                                    int n, char *err, size_t len)
@@ -620,6 +618,7 @@ static int preview_selsync_section(const char *cfgfile, int line, const cfg_opti
     return 0;
 }
 
+/* Parses one [selsync] section strictly and attaches the adapter. */
 static int on_selsync_section(network *net, const char *cfgfile, int line,
                               const cfg_option *options, int n, void *user)
 {
