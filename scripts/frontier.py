@@ -57,7 +57,6 @@ import argparse
 import glob
 import math
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -65,7 +64,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare.common import draw_png, seeds_of  # noqa: E402  (the modules: scripts/compare/)
+from compare.common import draw_png, fedavg_period, seeds_of, spread  # noqa: E402  (the modules: scripts/compare/)
 from compare.metrics import read_metrics  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,10 +196,6 @@ def machine_of(folder):
     return "unknown"
 
 
-def spread(xs):
-    return statistics.stdev(xs) if len(xs) > 1 else 0.0
-
-
 def paired(rows, method, other):
     """method against other on the seeds both finished: the per-seed
     differences of the final score as "mean ± sd (k/n above)", or "-"."""
@@ -217,7 +212,7 @@ def paired(rows, method, other):
 
 def nearest_period(stats, s):
     """The FedAvg period (fedavg-N) whose mean bytes are nearest s's, s excluded; None without one."""
-    periods = [x for x in stats if re.fullmatch(r"fedavg-\d+", x["method"]) and x is not s]
+    periods = [x for x in stats if fedavg_period(x["method"]) and x is not s]
     return min(periods, key=lambda x: abs(math.log(x["mb"] / s["mb"])) if x["mb"] > 0 and s["mb"] > 0
                else abs(x["mb"] - s["mb"]), default=None)
 

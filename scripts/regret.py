@@ -22,9 +22,11 @@ behind the best on at least one workload.
 """
 import argparse
 import os
-import re
 import statistics
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from compare.common import fedavg_period, spread  # noqa: E402  (scripts/compare/)
 
 
 def fail(msg):
@@ -50,27 +52,18 @@ def read_frontier(folder):
     return runs
 
 
-def period(method):
-    m = re.fullmatch(r"fedavg-(\d+)", method)
-    return int(m.group(1)) if m else None
-
-
-def sd(xs):
-    return statistics.stdev(xs) if len(xs) > 1 else 0.0
-
-
 def workload(name, runs):
     """The rows of one workload: (method, regret points mean, sd, MB, s) and the best period."""
-    periods = [m for m in runs if period(m)]
+    periods = [m for m in runs if fedavg_period(m)]
     if not periods:
         fail("%s: no FedAvg period (fedavg-N) among its methods" % name)
     mean = {m: statistics.mean(v[0] for v in runs[m].values()) for m in runs}
     best = max(periods, key=lambda m: mean[m])
     rows = []
-    for m in sorted(runs, key=lambda m: (period(m) is None, period(m) or 0, m)):
+    for m in sorted(runs, key=lambda m: (fedavg_period(m) is None, fedavg_period(m) or 0, m)):
         seeds = sorted(set(runs[m]) & set(runs[best]))
         regrets = [100 * (runs[best][s][0] - runs[m][s][0]) for s in seeds]
-        rows.append({"method": m, "final": mean[m], "regret": statistics.mean(regrets), "sd": sd(regrets),
+        rows.append({"method": m, "final": mean[m], "regret": statistics.mean(regrets), "sd": spread(regrets),
                      "seeds": len(seeds), "mb": statistics.mean(v[1] for v in runs[m].values()) / 1e6,
                      "s": statistics.mean(v[2] for v in runs[m].values())})
     return best, rows
@@ -108,7 +101,7 @@ def main():
         cells = ["%+.2f" % per[n][0] if n in per else "-" for n in names]
         text.append("| %s | %s | %+.2f |" % (m, " | ".join(cells), max(v[0] for v in per.values())))
     sel = worst.get("selsync")
-    fixed = {m: per for m, per in worst.items() if period(m)}
+    fixed = {m: per for m, per in worst.items() if fedavg_period(m)}
     if sel and len(sel) == len(names):
         sel_ok = all(r <= 0.3 and cheap for r, cheap in sel.values())
         fixed_bad = all(max(r for r, _ in per.values()) >= 1.0 for per in fixed.values())

@@ -1,6 +1,8 @@
 """Paths, names and small helpers shared by the comparison's modules."""
 import os
+import re
 import shutil
+import statistics
 import subprocess
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -10,6 +12,17 @@ SUITES = ["iid", "seldp", "label", "label-inject", "det", "wide"]
 # modelled: shared memory, communication time modelled from the bytes;
 # virtual: shared memory, every time the ranks' virtual clocks (SELSYNC_VIRTUAL)
 NETWORKS = ("emulated", "shm", "modelled", "virtual")
+
+
+def spread(xs):
+    """The sample standard deviation of xs (0 for fewer than two)."""
+    return statistics.stdev(xs) if len(xs) > 1 else 0.0
+
+
+def fedavg_period(method):
+    """N of a FedAvg method key fedavg-N, else None."""
+    m = re.fullmatch(r"fedavg-(\d+)", method)
+    return int(m.group(1)) if m else None
 
 
 class Failure(Exception):
