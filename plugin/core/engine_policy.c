@@ -98,6 +98,12 @@ static void outer_step(const selsync_engine *e, size_t i, double lr)
     }
 }
 
+/* Tensor i's ||anchor||^2, for the drift rule, once its anchor is set. */
+static void anchor_norm(selsync_engine *e, size_t i)
+{
+    if (e->anchor_sq) e->anchor_sq[i] = engine_sq_diff(e->anchor + e->snap_off[i], NULL, e->t[i].count);
+}
+
 void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr)
 {
     if (!e->anchor) return;
@@ -105,16 +111,14 @@ void policy_averaged(selsync_engine *e, const uint8_t *layers, double lr)
         if (e->t[i].kind != SELSYNC_TENSOR_TRAINED || (layers && !layers[e->t[i].layer])) continue;
         if (layers && e->outer_u && lr > 0) outer_step(e, i, lr);
         memcpy(e->anchor + e->snap_off[i], e->t[i].param, e->t[i].count * sizeof *e->anchor);
-        if (e->anchor_sq) e->anchor_sq[i] = engine_sq_diff(e->anchor + e->snap_off[i], NULL, e->t[i].count);
+        anchor_norm(e, i);
     }
 }
 
 void policy_anchor_norms(selsync_engine *e)
 {
-    if (!e->anchor_sq) return;
     for (size_t i = 0; i < e->nt; i++)
-        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED)
-            e->anchor_sq[i] = engine_sq_diff(e->anchor + e->snap_off[i], NULL, e->t[i].count);
+        if (e->t[i].kind == SELSYNC_TENSOR_TRAINED) anchor_norm(e, i);
 }
 
 /* This rank's ||x - anchor||^2 / ||anchor||^2 over the trained params
