@@ -162,7 +162,8 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->snap_off = calloc(e->nt, sizeof *e->snap_off);
     e->ready = calloc(e->n_layers, 1);
     e->late_layers = calloc(e->n_layers, 1);
-    e->snap = model->grad_keeps_residual ? calloc(n_trained, sizeof *e->snap) : NULL;
+    e->measures_change = cfg->method == SELSYNC_METHOD_SELSYNC;
+    e->snap = model->grad_keeps_residual && e->measures_change ? calloc(n_trained, sizeof *e->snap) : NULL;
     e->stats = cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat ? malloc(n_stat * sizeof *e->stats) : NULL;
     if ((selsync_config_drift(cfg) || selsync_config_outer(cfg)) &&
         !(e->anchor = malloc((n_trained + 1) * sizeof *e->anchor)))
@@ -177,7 +178,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
         goto nomem;
     if (selsync_config_outer(cfg) && !(e->outer_u = calloc(n_trained + 1, sizeof *e->outer_u))) goto nomem;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->change || !e->chosen || !e->payload ||
-        !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && !e->snap && n_trained) ||
+        !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && e->measures_change && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
         goto nomem;
     memcpy(e->t, model->tensors, e->nt * sizeof *e->t);

@@ -20,7 +20,11 @@
  *   in the ring for `window` steps and then in s_{t-1} for one more, so it
  *   forces synchronisation for window + 1 steps. A group is significant on this rank when D_t >= delta, so
  *   delta = 0 synchronises every step. Layers without a trained tensor are
- *   never significant (their norm is always 0). */
+ *   never significant (their norm is always 0).
+ * - Methods that never read the change (all but selsync) measure nothing:
+ *   they keep no snapshot and take one pass that checks the gradients and
+ *   trained parameters are finite; their metrics show grad_norm, smoothed
+ *   and change as nan. */
 
 #include <inttypes.h>
 #include <math.h>
@@ -75,6 +79,19 @@ double engine_sq_diff(const float *x, const float *y, size_t n)
     return sum + sq_double(x, y, j, n);
 }
 
+/* Whether the n values of x are finite, in one vectorised pass:
+ * x * 0 is 0 for every finite x and NaN otherwise. */
+static int all_finite(const float *x, size_t n)
+{
+    float lanes[LANES] = {0}, bad = 0;
+    size_t j = 0;
+    for (; n - j >= LANES; j += LANES)
+        for (size_t k = 0; k < LANES; k++) lanes[k] += x[j + k] * 0.0f;
+    for (; j < n; j++) bad += x[j] * 0.0f;
+    for (size_t k = 0; k < LANES; k++) bad += lanes[k];
+    return !isnan(bad);
+}
+
 void engine_measure_tensor(selsync_engine *e, size_t i)
 {
     const selsync_tensor *t = &e->t[i];
@@ -83,6 +100,12 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
     size_t n = t->count, j = 0;
     double sum = 0;
     if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
+    e->measured[i] = 1;
+    if (!e->measures_change) { /* finiteness alone: 0 or an infinite "norm" */
+        e->tsq[i] = all_finite(g, n) ? 0 : INFINITY;
+        e->tbad[i] = !all_finite(p, n);
+        return;
+    }
     while (n - j >= LANES) {
         float s[LANES] = {0}, block = 0;
         size_t j0 = j, end = j + (n - j < BLOCK ? (n - j) / LANES * LANES : BLOCK);
@@ -107,7 +130,6 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
     for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
     e->tsq[i] = sum;
     e->tbad[i] = isnan(bad);
-    e->measured[i] = 1;
 }
 
 /* Norms, smoothing, change and local flags of this step (the comment at the top).
@@ -139,6 +161,10 @@ int engine_measure(selsync_engine *e)
         memset(e->flags, 0, e->n_groups);
         memset(e->change, 0, e->n_groups * sizeof *e->change);
         return 1 + params_bad;
+    }
+    if (!e->measures_change) { /* a method that never reads the change */
+        e->cur.grad_norm = e->cur.smoothed = e->cur.change = NAN;
+        return 0;
     }
     for (size_t k = 0; k < e->n_track; k++) {
         double *ring = e->ring + k * w, num = 0, den = 0, wt = 1, s, change;

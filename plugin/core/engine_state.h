@@ -29,7 +29,8 @@ struct selsync_engine {
     uint8_t *payload;            /* per layer: has something to transfer */
     int *perm;                   /* fedavg draw, world entries */
     selsync_segment *seg;        /* nt entries: the tensors of a transfer */
-    float *snap;                 /* residual snapshot or NULL */
+    int measures_change;         /* the method reads the change (selsync); else finiteness alone */
+    float *snap;                 /* residual snapshot, or NULL (no residual, or no change measured) */
     float *stats;                /* on_nonfinite = skip: the STAT tensors after the last step */
     size_t sync_n;               /* elements of a full synchronisation */
     double delta;                /* the threshold in force (target_sync adapts it) */

@@ -178,28 +178,37 @@ static void test_zero_norms_sync(void **state)
     assert_int_equal(f->mock.sum_calls, 3);
 }
 
+/* A NaN gradient, an infinite gradient, a NaN parameter: every method
+ * stops, selsync measuring the change and the others checking finiteness
+ * alone (their records carry no norm). */
 static void test_nonfinite_stops(void **state)
 {
     fx *f = *state;
     static const char *const why[] = {"the gradient is not finite", "the gradient is not finite",
                                       "a trained parameter is not finite"};
-    for (int k = 0; k < 3; k++) { /* a NaN gradient, an infinite gradient, a NaN parameter */
-        mock_init(&f->mock, 1, 2);
-        make(f);
-        set_grads(1);
-        step(f);
-        step(f);
-        if (k == 0) f->gw1[1] = NAN;
-        if (k == 1) f->gw3[0] = INFINITY;
-        if (k == 2) f->w0[3] = NAN;
-        assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
-        assert_contains(selsync_engine_error(f->e), "step 2: rank 1: ");
-        assert_contains(selsync_engine_error(f->e), why[k]);
-        assert_contains(selsync_engine_error(f->e), "; stopping");
-        selsync_engine_destroy(f->e);
-        f->e = NULL;
-        f->w0[3] = 0;
-    }
+    static const selsync_method methods[] = {SELSYNC_METHOD_SELSYNC, SELSYNC_METHOD_BSP, SELSYNC_METHOD_FEDAVG,
+                                             SELSYNC_METHOD_LOCAL};
+    for (size_t m = 0; m < sizeof methods / sizeof *methods; m++)
+        for (int k = 0; k < 3; k++) {
+            mock_init(&f->mock, 1, 2);
+            f->cfg.method = methods[m];
+            make(f);
+            set_grads(1);
+            step(f);
+            assert_true(m == 0 ? selsync_engine_last_step(f->e)->grad_norm > 0
+                               : isnan(selsync_engine_last_step(f->e)->grad_norm));
+            step(f);
+            if (k == 0) f->gw1[1] = NAN;
+            if (k == 1) f->gw3[0] = INFINITY;
+            if (k == 2) f->w0[3] = NAN;
+            assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_ENONFINITE);
+            assert_contains(selsync_engine_error(f->e), "step 2: rank 1: ");
+            assert_contains(selsync_engine_error(f->e), why[k]);
+            assert_contains(selsync_engine_error(f->e), "; stopping");
+            selsync_engine_destroy(f->e);
+            f->e = NULL;
+            f->w0[3] = 0;
+        }
 }
 
 /* An infinite loss with a finite gradient (softmax cross-entropy of an
@@ -1079,7 +1088,7 @@ static void use_async_mock(fx *f)
  * buckets are [gw3] (5 floats), [s1 gw1] (2 + 3), [gb0 gw0] (2 + 4).
  * async: the mock defers started sums to wait_sums; the layers are reported
  * ready from the last to the first. Leaves the grads and stats in out. */
-static void bucketed_step(fx *f, int async, int overlap, float *out)
+static void bucketed_step(fx *f, selsync_method method, int async, int overlap, float *out)
 {
     float r[N_ALL];
     mock_init(&f->mock, 0, 2);
@@ -1089,7 +1098,8 @@ static void bucketed_step(fx *f, int async, int overlap, float *out)
     for (int i = 0; i < N_ALL; i++) r[i] = 0.75f * (float)i - 2.0f;
     f->mock.remote = r;
     f->mock.remote_n = N_ALL;
-    f->cfg.method = SELSYNC_METHOD_BSP;
+    f->cfg.method = method;
+    f->cfg.aggregate = SELSYNC_AGGREGATE_GRADS;
     f->cfg.bucket_mb = 12e-6;
     f->cfg.overlap = overlap;
     make(f);
@@ -1110,7 +1120,7 @@ static void test_buckets_cover_every_tensor_once(void **state)
     fx *f = *state;
     float got[N_ALL];
     const float *want[] = {grads[4], params[3], grads[2], grads[1], grads[0]};
-    bucketed_step(f, 1, 1, got);
+    bucketed_step(f, SELSYNC_METHOD_BSP, 1, 1, got);
     assert_int_equal(f->mock.start_calls, 3);
     assert_int_equal(f->mock.wait_calls, 1);
     assert_int_equal(f->mock.sum_calls, 3);
@@ -1146,22 +1156,22 @@ static void test_buckets_start_when_their_layers_are_ready(void **state)
 }
 
 /* Overlapped or not, deferred or not: the same bits, and the norm of the
- * rank's own gradient. */
+ * rank's own gradient (selsync averaging gradients in its warm-up). */
 static void test_overlap_gives_the_same_bits(void **state)
 {
     fx *f = *state;
     float a[N_ALL], b[N_ALL], c[N_ALL];
     double norm;
-    bucketed_step(f, 1, 1, a);
+    bucketed_step(f, SELSYNC_METHOD_SELSYNC, 1, 1, a);
     norm = selsync_engine_last_step(f->e)->grad_norm;
     selsync_engine_destroy(f->e);
     f->e = NULL;
-    bucketed_step(f, 0, 0, b);
+    bucketed_step(f, SELSYNC_METHOD_SELSYNC, 0, 0, b);
     assert_int_equal(f->mock.sum_calls, 3);
     assert_true(selsync_engine_last_step(f->e)->grad_norm == norm);
     selsync_engine_destroy(f->e);
     f->e = NULL;
-    bucketed_step(f, 1, 0, c);
+    bucketed_step(f, SELSYNC_METHOD_SELSYNC, 1, 0, c);
     assert_int_equal(f->mock.start_calls, 0);
     assert_memory_equal(a, b, sizeof a);
     assert_memory_equal(a, c, sizeof a);
