@@ -39,29 +39,6 @@
 #include "agree.h"
 #include "session_state.h"
 
-void session_say(const selsync_session *s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    selsync_vsay(s->rank, s->world, fmt, ap);
-    va_end(ap);
-}
-
-/* A failed collective: the transport's message, naming what was done. */
-selsync_status session_comm_failed(selsync_session *s, selsync_status st, const char *what)
-{
-    return FAIL(s, st ? st : SELSYNC_ECOMM, "%s: %s", what, selsync_comm_error(&s->comm, st));
-}
-
-/* The engine failed with st: its message is the session's, and so is its
- * status (a failed collective, a metrics file that cannot be written, a
- * state that does not fit...). */
-selsync_status session_engine_failed(selsync_session *s, selsync_status st)
-{
-    snprintf(s->err, sizeof s->err, "%s", selsync_engine_error(s->engine));
-    return st != SELSYNC_OK ? st : SELSYNC_ECOMM;
-}
-
 /* The ranks that share the data: all, or with ssp the workers. */
 static int parts(const selsync_session *s) { return s->world - s->ssp; }
 
@@ -415,14 +392,6 @@ static selsync_status record_evaluation(selsync_session *s, const float *params)
                                score);
     selsync_status st = selsync_engine_log_eval(s->engine, s->metric, score, took);
     return st ? session_engine_failed(s, st) : SELSYNC_OK;
-}
-
-/* After an evaluation or a checkpoint (which held the virtual clock from its
- * start): neither training time nor the virtual clock counts it. */
-void session_training_resumes(selsync_session *s)
-{
-    selsync_engine_exclude_time(s->engine);
-    selsync_virtual_hold(&s->comm, 0);
 }
 
 /* Every eval_every steps (all ranks): rank 0 scores the mean of the ranks'

@@ -80,7 +80,7 @@ static selsync_status resume_resized(selsync_session *s, const checkpoint_head *
         session_say(s, "resumed at step %llu from a checkpoint of %d rank%s on %d: every rank starts from the %s "
             "model%s (the step, the learning rate's schedule and delta go on); restarted, as they belonged to one "
             "rank of the old job: momentum, the smoothing history, the run of local steps; the data is partitioned "
-            "again for %d ranks, each rank from the start of its shard", (unsigned long long)selsync_session_steps(s),
+            "again for %d ranks, each rank from the start of its shard", (unsigned long long)selsync_engine_steps(s->engine),
             h->world, h->world == 1 ? "" : "s", s->world, h->world == 1 ? "old rank's" : "old ranks' mean",
             h->world == 1 ? "" : ", its BatchNorm variances those of the ranks' data pooled", s->world);
     return SELSYNC_OK;
@@ -112,14 +112,14 @@ selsync_status session_resume(selsync_session *s)
         if (selsync_engine_restore(s->engine, p + sizeof next, per_rank - sizeof next))
             return FAIL(s, SELSYNC_EMISMATCH, "%s: %s", s->resume_from, selsync_engine_error(s->engine));
         s->next_sample = s->trained_sample = (size_t)next;
-        if (s->rank == 0) session_say(s, "resumed at step %llu", (unsigned long long)selsync_session_steps(s));
+        if (s->rank == 0) session_say(s, "resumed at step %llu", (unsigned long long)selsync_engine_steps(s->engine));
     }
     free(s->resume);
     s->resume = NULL;
     if (st == SELSYNC_OK) {
         char note[4200];
         snprintf(note, sizeof note, "resumed at step %llu from %s, a checkpoint of %d rank%s, on %d",
-                 (unsigned long long)selsync_session_steps(s), s->resume_from, h.world, h.world == 1 ? "" : "s",
+                 (unsigned long long)selsync_engine_steps(s->engine), s->resume_from, h.world, h.world == 1 ? "" : "s",
                  s->world);
         if ((st = selsync_engine_log_note(s->engine, note))) st = session_engine_failed(s, st);
     }

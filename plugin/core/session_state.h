@@ -1,7 +1,8 @@
 /* The session's state, shared by its files (session.c: loading, the
  * data, the steps, evaluations and the end; session_checkpoint.c:
  * checkpoints, written and resumed; session_speed.c: batches that follow
- * speed). Internal to the core. */
+ * speed; session_report.c: messages and failures, which the others call:
+ * session.c calls the parts and none calls back). Internal to the core. */
 #ifndef SELSYNC_SESSION_STATE_H
 #define SELSYNC_SESSION_STATE_H
 
@@ -78,7 +79,7 @@ struct selsync_session {
 
 #define FAIL(s, st, ...) selsync_fail((s)->err, sizeof (s)->err, (st), __VA_ARGS__)
 
-/* session.c */
+/* session_report.c (the parts report through these, never through session.c) */
 /* One line to stderr, "selsync: rank R: " first where there are ranks. */
 void session_say(const selsync_session *s, const char *fmt, ...) SELSYNC_PRINTF(2, 3);
 /* A failed collective: the transport's message, naming what was done. */
