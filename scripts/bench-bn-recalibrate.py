@@ -19,6 +19,8 @@ import statistics
 import subprocess
 import sys
 
+from compare.provenance import write_machine_txt  # scripts/compare/
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -43,7 +45,7 @@ def main():
     p.add_argument("--settings-net", default="small")
     p.add_argument("--partitions", default="iid,label")
     a = p.parse_args()
-    os.makedirs(a.out, exist_ok=True)
+    write_machine_txt(a.out, sys.argv)
     tsv = os.path.join(a.out, "bn-recalibrate.tsv")
     rows = []
     for seed in [int(s) for s in a.seeds.split(",")]:

@@ -62,6 +62,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.metrics import read_metrics  # noqa: E402  (the one reader of metrics files)
+from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
@@ -244,7 +245,7 @@ def main():
     if subprocess.call(["/usr/bin/python3", "-c", "import torch"], stderr=subprocess.DEVNULL):
         fail("needs Debian's python3-torch (apt-get install python3-torch)")
     out = a.out or tempfile.mkdtemp(prefix="bench-ddp.")
-    os.makedirs(out, exist_ok=True)
+    write_machine_txt(out, sys.argv)
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     if a.transfer:

@@ -27,6 +27,8 @@ import signal
 import statistics
 import subprocess
 import sys
+
+from compare.provenance import write_machine_txt  # scripts/compare/
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -151,7 +153,7 @@ def main():
                  "--runs whole, lost or both")
     if not os.path.exists(a.data):
         sys.exit("%s: no data file (scripts/prepare-fashion-mnist.py --out %s)" % (a.data, os.path.dirname(a.data)))
-    os.makedirs(a.out, exist_ok=True)
+    write_machine_txt(a.out, sys.argv)
     rows = []
     for seed in [int(s) for s in a.seeds.split(",")]:
         for name, fn in (("whole", run_whole), ("lost", run_lost)):

@@ -6,6 +6,7 @@
 # BENCH_BATCH (default 32), OPENBLAS_NUM_THREADS (default 1).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 build=${1:-$root/build}
 steps=${2:-3}
 batch=${BENCH_BATCH:-32}

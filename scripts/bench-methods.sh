@@ -22,6 +22,7 @@
 # worker's pulls.
 set -eu
 . "$(dirname "$0")/common.sh"
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 ranks=${1:-2}
 steps=${2:-500}
 cfg=${BENCH_CFG:-$root/cfg/fmnist.cfg}

@@ -19,9 +19,7 @@ steps=${2:-300}
 cfg=${3:-$root/cfg/fmnist.cfg}
 other=${4:-}
 fmnist_workdir
-echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo none)"
-echo "== environment: $(env | grep -E '^(OPENBLAS|OMP)_' | sort | tr '\n' ' ')"
-echo "== command: $0 $*"
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 if grep -q '^\[yolo\]' "$cfg"; then
     kind=detector data=$root/data/fmnist-det/fmnist-det.data
     [ -f "$data" ] || python3 "$root/scripts/make-detection-set.py" >/dev/null

@@ -21,6 +21,7 @@
 # set; a name: that OPENBLAS_CORETYPE, e.g. "default Haswell SkylakeX").
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 build=${1:-$root/build}
 steps=${2:-3}
 rounds=${3:-3}

@@ -48,6 +48,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import seeds_of  # noqa: E402
 from compare.metrics import read_metrics  # noqa: E402  (the modules: scripts/compare/)
+from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FRONTIER = os.path.join(ROOT, "scripts", "frontier.py")
@@ -207,7 +208,7 @@ def mean_sd(xs):
 def main():
     a = options()
     a.results = os.path.abspath(a.results)
-    os.makedirs(a.results, exist_ok=True)
+    write_machine_txt(a.results, sys.argv)
     outs, specs = {}, {}
     outs["none"] = run_setting(a, "none", "")
     specs["none"] = ""

@@ -12,6 +12,7 @@
 # OPENBLAS_NUM_THREADS (default 1).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 bin=${1:-$root/build/tests/bench_transfer}
 reps=${2:-20}
 [ $# -gt 2 ] && shift 2 || set --

@@ -9,6 +9,7 @@
 # Environment: SELSYNC_BUILD_DIR (default build).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 steps=${1:-40} cfg=${2:-$root/cfg/fmnist-wide.cfg}
 [ $# -gt 2 ] && shift 2 || set -- 1 4 16
 darknet=${SELSYNC_BUILD_DIR:-$root/build}/darknet

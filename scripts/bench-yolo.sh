@@ -24,9 +24,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 [ -x "$build/tests/bench_train" ] || cmake --build "$build" --target bench_train
 
-echo "== $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores; commit $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo none)"
-echo "== environment: $(env | grep -E '^(OPENBLAS|OMP)_' | tr '\n' ' ')"
-echo "== command: $0 $*"
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 
 # cfg NAME SRC SIZE BATCH [SED...]: SRC at SIZE x SIZE, batch BATCH in one
 # subdivision, no [selsync], with extra sed expressions; prints its path

@@ -12,6 +12,7 @@
 # Environment: SELSYNC_BUILD_DIR (default build).
 set -eu
 root=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 rate=${1:-1gbit} hosts=${2:-2} reps=${3:-10}
 bench=${SELSYNC_BUILD_DIR:-$root/build}/tests/bench_transfer
 cluster="sh $root/scripts/emulated-cluster.sh"

@@ -66,6 +66,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import draw_png, fedavg_period, seeds_of, spread  # noqa: E402  (the modules: scripts/compare/)
 from compare.metrics import read_metrics  # noqa: E402
+from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
@@ -237,7 +238,7 @@ def plot(out, stats):
 def main():
     a = options()
     out = os.path.abspath(a.results)
-    os.makedirs(out, exist_ok=True)
+    write_machine_txt(out, sys.argv, a.ranks)
     todo = [(s, m) for s in a.seeds for m in a.methods]
     print("frontier: %s, %d ranks, %s at %s, seeds %s, %d runs; results in %s"
           % (a.suite, a.ranks, "emulated hosts" if a.real else "virtual time", a.bandwidth,

@@ -27,6 +27,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import fedavg_period, spread  # noqa: E402  (scripts/compare/)
+from compare.provenance import write_machine_txt  # noqa: E402
 
 
 def fail(msg):
@@ -111,7 +112,7 @@ def main():
                     else "not all miss by 1 point anywhere")]
     text += ["", "Regret: 100 x (the best FedAvg period's final score minus the method's), seed by seed on the seeds "
              "both ran; negative is better than the best period. Scores are top-1 or mAP@0.5 fractions."]
-    os.makedirs(out, exist_ok=True)
+    write_machine_txt(out, sys.argv)
     with open(os.path.join(out, "regret.md"), "w") as f:
         f.write("# Regret against the best fixed period\n\n`%s`\n\n%s\n" % (" ".join(sys.argv), "\n".join(text)))
     print("\n".join(text))

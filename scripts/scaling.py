@@ -39,6 +39,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare.common import draw_png  # noqa: E402
 from compare.metrics import WARMUP, quantile, read_metrics  # noqa: E402
+from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
@@ -153,6 +154,7 @@ def main():
     out = os.path.join(os.path.abspath(a.results), "%s-scaling-%s-%s%s" % (
         time.strftime("%Y%m%d-%H%M%S", time.gmtime(started)), a.suite, a.bandwidth, "-quick" if a.quick else ""))
     os.makedirs(out)
+    write_machine_txt(out, sys.argv)
     print("scaling: %s at %s ranks, virtual time, %s links; results in %s"
           % (", ".join(a.methods), ", ".join(map(str, a.ranks)), a.bandwidth, out), flush=True)
     rows = []

@@ -34,6 +34,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from compare.metrics import read_metrics  # noqa: E402
+from compare.provenance import write_machine_txt  # noqa: E402
 
 
 def calibrate(rate, ranks, tries=3):
@@ -113,6 +114,7 @@ def main():
     a = p.parse_args()
     extra = [x for x in a.extra if x != "--"]
     out = os.path.join(os.path.abspath(a.results), time.strftime("validate-%Y%m%d-%H%M%S", time.gmtime()))
+    write_machine_txt(out, sys.argv)
     lines = ["| ranks | links | calibrated | setting | method | training time emulated | clock beside it | ratio "
              "| time to BSP's score emulated | clock beside it | ratio | virtual time, own cores "
              "| emulated computation / own cores' |",

@@ -16,6 +16,7 @@ from .common import CLUSTER, ROOT, SUITES, clock, fail, write
 from .data import prepare_data, probe_eval_every
 from .metrics import collect
 from .plots import plots
+from .provenance import write_machine_txt
 from .report import blas_kernel, machine, report
 from .runs import Progress, diverged, end, methods, plan, run_all, score_in, suites
 
@@ -221,6 +222,7 @@ def main(argv):
                                         args.steps, "-quick" if args.quick else "")
     out = os.path.join(os.path.abspath(args.results), name)
     os.makedirs(out)
+    write_machine_txt(out, sys.argv, args.ranks)
     work = tempfile.mkdtemp(prefix="compare-methods.")
     cluster = Cluster(args.ranks, args.bandwidth) if net_main == "emulated" else None
     ctx = {"out": out, "work": work, "darknet": darknet, "cluster": cluster, "procs": set(), "pool": None,

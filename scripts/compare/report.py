@@ -1,10 +1,10 @@
 """The tables: comparison.md and summary.tsv."""
 import os
 import platform
-import subprocess
 
 from .common import NETWORKS, write
 from .metrics import WARMUP, curve
+from .provenance import blas_environment, commit_state, cpu, open_mpi
 
 def fmt_time(t):
     return "not reached" if t is None else "%.1f s" % t
@@ -82,29 +82,12 @@ def net_label(args, net):
 def machine():
     """This machine, its build and environment, as one line: the CPU, cores,
     kernel and Open MPI; the commit (with "+changes" when the tree differs
-    from it); the OPENBLAS_* and OMP_* environment the runs inherit."""
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    mpi = subprocess.run(["mpirun", "--version"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                         universal_newlines=True).stdout.splitlines()
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    git = ["git", "-C", root]
-    commit = subprocess.run(git + ["rev-parse", "--short", "HEAD"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip() or "no commit"
-    changed = subprocess.run(git + ["status", "--porcelain", "--untracked-files=no"], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip()
-    blas = " ".join("%s=%s" % kv for kv in sorted(os.environ.items())
-                    if kv[0].startswith("OPENBLAS_") or kv[0].startswith("OMP_"))
+    from it); the OPENBLAS_* and OMP_* environment the runs inherit
+    (machine.txt, written by provenance.py, has the whole record)."""
+    commit, changed = commit_state()
     return "%s, %d cores, Linux %s, %s; commit %s%s; environment: %s" % (
-        cpu, os.cpu_count() or 0, platform.release(), mpi[0] if mpi else "mpirun", commit,
-        "+changes" if changed else "", blas or "no OPENBLAS_* or OMP_* variable")
+        cpu()[0], os.cpu_count() or 0, platform.release(), open_mpi(), commit[:7], "+changes" if changed else "",
+        " ".join(blas_environment()) or "no OPENBLAS_* or OMP_* variable")
 
 
 def blas_kernel(out):

@@ -33,6 +33,12 @@ check "table, TSV and plot written" '[ -s "$out/frontier.md" ] && [ -s "$out/fro
 check "the table records the machine, kernel and threads" \
     'grep -q "^Machine (the last run.s): .*; commit [0-9a-f]*.*; OpenBLAS .*; threads per rank: 1 (virtual time)$" "$out/frontier.md"'
 tsv=$out/frontier.tsv
+check "machine.txt: the CPU, OpenBLAS's kernel as the library reports it, the commit, the command" \
+    'grep -q "^cpu: ." "$out/machine.txt" && grep -q "^openblas kernel: [A-Za-z]" "$out/machine.txt" &&
+     grep -q "^commit: [0-9a-f]\{40\} " "$out/machine.txt" && grep -q "^command: .*frontier.py --quick" "$out/machine.txt" &&
+     grep -q "^ranks: 2$" "$out/machine.txt"'
+check "every compare-methods folder has its machine.txt" \
+    '[ "$(find "$out" -mindepth 2 -name machine.txt | wc -l)" -eq 4 ]'
 check "a row per seed and method" \
     '[ "$(tail -n +2 "$tsv" | cut -f1,2 | sort | tr "\t\n" ": ")" = "1:bsp 1:fedavg-2 2:bsp 2:fedavg-2 " ]'
 # mean and sample sd of each method's finals, as frontier.md gives them

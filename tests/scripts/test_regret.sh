@@ -25,6 +25,7 @@ regret() { python3 "$src/scripts/regret.py" --out "$work/out" "$@"; }
 
 regret A="$work/a" B="$work/b" >"$work/ab.txt" 2>&1
 check "exits 0 and writes regret.md" '[ $? -eq 0 ] && [ -s "$work/out/regret.md" ]'
+check "and machine.txt, naming the command" 'grep -q "^command: .*regret.py --out" "$work/out/machine.txt"'
 md=$work/out/regret.md
 check "A: the best period is fedavg-2" 'grep -q "the best period: fedavg-2, 0.8100" "$md"'
 check "B: the best period is fedavg-8" 'grep -q "the best period: fedavg-8, 0.7250" "$md"'
