@@ -4,7 +4,8 @@
 # namespace, each link shaped with tbf to RATE in both directions. MPI jobs
 # start in host 0 and Open MPI launches its daemons on every host through its
 # rsh launcher, with an agent that enters the host's namespace instead of
-# logging in: remote daemons, TCP between the hosts, no shared memory.
+# logging in: remote daemons, TCP between the hosts (UCX's or ob1's, see
+# Transport below), no shared memory.
 #
 # Usage (as root):
 #   emulated-cluster.sh check                   exit 0 when namespaces can be made here
@@ -33,6 +34,19 @@
 # another may be creating its own). The folder goes when the job ends,
 # also on SIGINT, SIGTERM or SIGHUP; `up` and `down` remove what a killed
 # job of a cluster of that name left.
+#
+# Transport: `mpirun` uses Open MPI's UCX over TCP between the hosts
+# (--mca pml ucx --mca pml_ucx_tls any -x UCX_TLS=tcp,self
+# -x UCX_NET_DEVICES=eth0), or ob1 with its TCP btl where Open MPI has no
+# UCX pml, said in one line. UCX_TLS=tcp,self keeps UCX off shared memory,
+# which the namespaces of one machine share: every byte crosses the shaped
+# links. pml_ucx_tls=any is what makes Open MPI 4.1 select UCX at all here:
+# by default its pml takes UCX only when UCX offers an RDMA transport
+# (rc_verbs, ud_verbs, the mlx5 ones...), and disqualifies itself on hosts
+# that have only TCP; pml_ucx_devices (default mlx*) is not consulted once
+# the transports are "any". A pml or btl chosen in ARGS (--mca pml ob1
+# --mca btl tcp,self, for one) or in OMPI_MCA_pml / OMPI_MCA_btl wins, and
+# then this script adds neither.
 #
 # Binding: `mpirun` passes --bind-to none ahead of ARGS. Every host's daemon
 # sees the whole machine, so Open MPI's default binding (to a core, the first
@@ -224,16 +238,37 @@ run_mpirun() {
         limit_cpu "$job" "$EMULATED_CLUSTER_CPU" "$(echo $hosts | wc -w)"
         keep_limited "$name" "$job" &
     fi
-    # pml ob1 + btl tcp: no UCX or shared-memory path may bypass the links
-    # (the agent finds the job's folder in the environment mpirun passes on);
-    # --bind-to none before ARGS, which may override it (see the header)
+    # the transport (see the header; TCP alone, so that no shared-memory
+    # path bypasses the links); the agent finds the job's folder in the
+    # environment mpirun passes on; --bind-to none before ARGS, which may
+    # override it (see the header)
+    transport=$(transport_args "$@")
     set +e
+    # shellcheck disable=SC2086 # transport_args prints words without spaces
     ip netns exec "$name-h0" env EMULATED_CLUSTER_JOB="$job" TMPDIR="$job/h0" \
         mpirun -H "$list" --bind-to none \
-        --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 \
-        --mca pml ob1 --mca btl tcp,self --mca osc ^ucx \
+        --mca plm_rsh_agent "$self agent" --mca plm_rsh_no_tree_spawn 1 $transport --mca osc ^ucx \
         --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" "$@"
     exit $?
+}
+
+# The transport's mpirun options for ARGS ($@): none when ARGS or the
+# environment (OMPI_MCA_pml, OMPI_MCA_btl) choose a pml or btl, as the
+# caller's choice wins; else UCX over TCP where Open MPI has its pml, else
+# ob1 over TCP, said in one line on stderr.
+transport_args() {
+    prev=
+    for a in "$@"; do
+        case $prev in --mca | -mca | --gmca | -gmca) case $a in pml | btl) return 0 ;; esac ;; esac
+        prev=$a
+    done
+    [ -z "${OMPI_MCA_pml:-}${OMPI_MCA_btl:-}" ] || return 0
+    if ompi_info 2>/dev/null | grep -q "MCA pml: ucx "; then
+        echo "--mca pml ucx --mca pml_ucx_tls any -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=eth0"
+    else
+        echo "emulated-cluster: Open MPI has no UCX pml here: ob1 with its TCP transport" >&2
+        echo "--mca pml ob1 --mca btl tcp,self"
+    fi
 }
 
 stats() {

@@ -138,5 +138,27 @@ $elastic --discover "printf 'x slots=3\ny\n'" --checkpoint ckpt.weights --probe 
 rc=$?
 check "discover: -np 3 on host x, y not answering" \
     '[ $rc -eq 0 ] && grep -q -- "-np 3 darknet" runs && grep -q "start 1: 3 ranks on 1 host (x), without y (not answering)" out'
+# --- the transport, with the default --mpirun (stand-ins for mpirun and ompi_info on PATH) ---
+mkdir -p bin
+cp fake-mpirun bin/mpirun
+transport() { # OMPI_INFO_LINE OPTIONS...: one successful run with the default mpirun
+    line=$1; shift
+    printf '#!/bin/sh\necho "%s"\n' "$line" >bin/ompi_info
+    chmod +x bin/ompi_info
+    fresh 0
+    PATH="$work/bin:$PATH" $elastic --hostfile hosts --checkpoint ckpt.weights --probe ./probe "$@" \
+        -- darknet classifier train d.data n.cfg >out 2>&1
+}
+transport "                 MCA pml: ucx (MCA v2.1.0, API v2.0.0, Component v4.1.4)"
+check "UCX where Open MPI has it: its keys added, pml_ucx_tls=any among them" \
+    'grep -q -- "-np 4 --mca pml ucx --mca pml_ucx_tls any darknet classifier train" runs && ! grep -q "no UCX" out'
+transport "                 MCA pml: ucx (MCA v2.1.0, API v2.0.0, Component v4.1.4)" --mca pml ob1 --mca btl tcp,self
+check "a pml of the user's wins: no UCX keys" 'grep -q -- "-np 4 --mca pml ob1 --mca btl tcp,self darknet" runs'
+OMPI_MCA_pml=ob1 transport "                 MCA pml: ucx (MCA v2.1.0, API v2.0.0, Component v4.1.4)"
+check "... also in OMPI_MCA_pml" 'grep -q -- "-np 4 darknet classifier train" runs'
+transport "                 MCA pml: ob1 (MCA v2.1.0, API v2.0.0, Component v4.1.4)"
+check "no UCX pml: ob1, said in one line" \
+    'grep -q -- "-np 4 darknet classifier train" runs && [ "$(grep -c "Open MPI has no UCX pml here: ob1" out)" -eq 1 ]'
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -12,6 +12,9 @@
 #    the machine's load, so either is accepted), and the transport's checks
 #    (test_comm_mpi: every sum's bits) pass over the TCP links
 #    (SELSYNC_RING_LINKS=tcp);
+#  - the same checks pass with the ring over MPI (SELSYNC_RING_LINKS=mpi)
+#    over UCX, the emulated cluster's default transport where Open MPI has
+#    it, and over ob1 when the caller chooses it;
 #  - SELSYNC_RING_LINKS=tcp with an interface no host has stops the job at
 #    start on every rank, naming it;
 #  - EMULATED_CLUSTER_CPU limits a host's CPU (where a cgroup cpu controller
@@ -86,6 +89,21 @@ check "auto timed the sums over the ring's TCP links and over MPI" \
 timeout 240 $cluster mpirun "$name" -np 2 -x SELSYNC_RING_LINKS=tcp "$comm_test" >"$work/comm.out" 2>&1
 check "the transport's checks pass over the TCP links" \
     '[ $? -eq 0 ] && grep -q "^# 2 ranks; the ring.s links: TCP on eth0" "$work/comm.out" && grep -q "^[0-9]* passed, 0 failed" "$work/comm.out"'
+# the same checks with the ring over MPI, on both of Open MPI's transports:
+# UCX (the cluster's default where Open MPI has it) and ob1 (the caller's
+# choice wins); every sum gives the same bits on every rank over both
+for pml in default ob1; do
+    opts=; [ $pml = ob1 ] && opts="--mca pml ob1 --mca btl tcp,self"
+    # shellcheck disable=SC2086 # opts: words without spaces
+    timeout 240 $cluster mpirun "$name" -np 2 $opts --mca pml_base_verbose 10 -x SELSYNC_RING_LINKS=mpi "$comm_test" \
+        >"$work/comm-$pml.out" 2>&1
+    rc=$?
+    want=$pml; [ $pml = default ] && { want=ucx; ompi_info | grep -q "MCA pml: ucx " || want=ob1; }
+    check "the transport's checks pass with the ring over MPI ($pml: $want)" \
+        '[ $rc -eq 0 ] && grep -q "^[0-9]* passed, 0 failed" "$work/comm-$pml.out" &&
+         grep -q "^# 2 ranks; the ring.s links: MPI$" "$work/comm-$pml.out" &&
+         [ "$(grep -c "select: component $want selected" "$work/comm-$pml.out")" -eq 2 ]'
+done
 timeout 60 $cluster mpirun "$name" -np 2 -x SELSYNC_RING_LINKS=tcp -x SELSYNC_RING_IFNAME=nosuch0 \
     "$darknet" classifier train "$work/fmnist.data" "$work/two.cfg" >"$work/refused.out" 2>&1
 rc=$?
