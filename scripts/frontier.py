@@ -99,6 +99,9 @@ def options():
                     help="compare-methods' learning-rate rule (linear: the cfg's rate times the ranks)")
     ap.add_argument("--det-cfg", help="the detector's cfg of the det suite (default cfg/fmnist-det.cfg; "
                     "cfg/fmnist-det-tiny-yolov3.cfg is Darknet's yolov3-tiny layout)")
+    ap.add_argument("--settings-net", choices=("small", "wide"),
+                    help="the network of the iid, label and label-inject suites (compare-methods "
+                    "--settings-net; default small, cfg/fmnist.cfg)")
     ap.add_argument("--jobs", type=int, default=1, help="runs at the same time (compare-methods --jobs)")
     ap.add_argument("--eval-every", type=int, default=0,
                     help="held-out evaluations every K steps (default: a quarter of the steps)")
@@ -140,6 +143,7 @@ def run_one(a, seed, method, folder):
                                        "--det-steps", str(a.steps)]
     cmd += ["--det-cfg", a.det_cfg] if a.det_cfg else []
     cmd += ["--lr-rule", a.lr_rule]
+    cmd += ["--settings-net", a.settings_net] if a.settings_net else []
     cmd += ["--stragglers", a.stragglers] if a.stragglers else []
     cmd += ["--subdivisions", str(a.subdivisions)] if a.subdivisions else []
     cmd += ["--eval-every", str(a.eval_every), "--det-eval-every", str(a.eval_every)] if a.eval_every else []
@@ -241,7 +245,7 @@ def main():
     write_machine_txt(out, sys.argv, a.ranks)
     todo = [(s, m) for s in a.seeds for m in a.methods]
     print("frontier: %s, %d ranks, %s at %s, seeds %s, %d runs; results in %s"
-          % (a.suite, a.ranks, "emulated hosts" if a.real else "virtual time", a.bandwidth,
+          % (a.suite + (" (wide network)" if a.settings_net == "wide" else ""), a.ranks, "emulated hosts" if a.real else "virtual time", a.bandwidth,
              ",".join(map(str, a.seeds)), len(todo), out), flush=True)
     rows, took = [], []
     for i, (seed, method) in enumerate(todo):
@@ -314,7 +318,7 @@ def main():
                 "Each method against BSP and against the FedAvg period nearest it in bytes (on a log scale), on the "
                 "seeds both finished: the mean ± sd of the per-seed difference of the final score, and on how many "
                 "seeds the method was above.\n"
-                % (a.suite, a.ranks, "emulated hosts, real MPI," if a.real else "virtual time", a.bandwidth,
+                % (a.suite + (" (wide network)" if a.settings_net == "wide" else ""), a.ranks, "emulated hosts, real MPI," if a.real else "virtual time", a.bandwidth,
                    ", stragglers " + a.stragglers if a.stragglers else "",
                    ",".join(map(str, a.seeds)), " ".join(sys.argv), machine_of(rows[-1]["folder"]), "\n".join(lines),
                    "\n".join(pairs)))
