@@ -1,7 +1,7 @@
 # Shared by the run and benchmark scripts (sourced, not run).
 # Sets root and build, the environment for one BLAS thread per rank and
 # Open MPI as root, and offers fmnist_workdir.
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=${common_root:-$(cd "$(dirname "$0")/.." && pwd)} # (common_root: set by a script in a folder below)
 build=${SELSYNC_BUILD_DIR:-$root/build}
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

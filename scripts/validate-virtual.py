@@ -46,7 +46,7 @@ def calibrate(rate, ranks, tries=3):
     slow-down only ever lowers the rate."""
     fits = []
     for _ in range(tries):
-        p = subprocess.run(["sh", os.path.join(ROOT, "scripts", "calibrate-virtual.sh"), rate, str(ranks)],
+        p = subprocess.run(["sh", os.path.join(ROOT, "scripts", "bench", "calibrate-virtual.sh"), rate, str(ranks)],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
         sys.stderr.write(p.stdout)
         m = re.search(r"SELSYNC_VIRTUAL=bandwidth=(\d+)Mbit,latency=(\d+)us", p.stdout)

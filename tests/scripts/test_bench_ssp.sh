@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_bench_ssp.sh SOURCE_DIR WORK_DIR
-# scripts/bench-ssp.sh (scripts/bench-methods.sh underneath) for 20 steps:
+# scripts/bench/bench-ssp.sh (scripts/bench/bench-methods.sh underneath) for 20 steps:
 #  - it exits 0 and prints the header with KB/step, vs bsp and the blocked
 #    time, and a row each for bsp, ssp with s = 100 and 200 and selsync;
 #  - bsp sends 1.00x what bsp would; an ssp worker pushes and pulls the whole
@@ -12,11 +12,12 @@ src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
 
-timeout 600 sh "$src/scripts/bench-ssp.sh" 2 20 >"$work/out.txt" 2>&1
+timeout 600 sh "$src/scripts/bench/bench-ssp.sh" 2 20 >"$work/out.txt" 2>&1
 rc=$?
 cat "$work/out.txt"
 check "exits 0" '[ $rc -eq 0 ]'
-check "header" 'head -n 1 "$work/out.txt" | grep -q "sync MB  KB/step  vs bsp .* agree/blocked s "'
+check "the machine first, then the header" 'grep -q "^== cpu: ." "$work/out.txt" &&
+    grep -v "^== " "$work/out.txt" | head -n 1 | grep -q "sync MB  KB/step  vs bsp .* agree/blocked s "'
 # row METHOD: the fields of its row
 row() { awk -v m="$1" '$1 == m' "$work/out.txt"; }
 check "four rows" '[ "$(awk "NF == 11 && \$2 ~ /%$/" "$work/out.txt" | wc -l)" -eq 4 ]'

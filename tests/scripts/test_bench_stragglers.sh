@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_bench_stragglers.sh SOURCE_DIR WORK_DIR
-# scripts/bench-stragglers.py --quick (bsp, ssp-100 and selsync, 2 ranks in
+# scripts/bench/bench-stragglers.py --quick (bsp, ssp-100 and selsync, 2 ranks in
 # virtual time, every straggler setting) end to end:
 #  - it exits 0 and writes the table and the TSV, a row per setting and
 #    method (SSP's frontier table without a share of synchronised steps); the header names each setting's SELSYNC_VIRTUAL terms, the
@@ -14,7 +14,7 @@ src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
 out=$work/stragglers
-bench() { timeout 800 python3 "$src/scripts/bench-stragglers.py" --quick --results "$out" "$@"; }
+bench() { timeout 800 python3 "$src/scripts/bench/bench-stragglers.py" --quick --results "$out" "$@"; }
 bench >"$work/first.txt" 2>&1
 rc=$?
 cat "$work/first.txt"

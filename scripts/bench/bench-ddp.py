@@ -3,10 +3,10 @@
 overlapped with it) and selsync against PyTorch DistributedDataParallel, on
 the same network, data, batch and hosts, side by side in one run.
 
-Usage: scripts/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N]
+Usage: scripts/bench/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N]
            [--rate RATE] [--eval-every K] [--heldout H] [--rounds R]
            [--build DIR] [--out DIR]
-       scripts/bench-ddp.py --transfer [--ranks N] [--rate RATE] [--build DIR] [--out DIR]
+       scripts/bench/bench-ddp.py --transfer [--ranks N] [--rate RATE] [--build DIR] [--out DIR]
 
   --cfg       a classifier cfg (default cfg/fmnist-wide.cfg, 12 MB of parameters)
   --steps     training steps of every run (default 300); the cfg's
@@ -24,8 +24,8 @@ Usage: scripts/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N]
 
 The runs, one thread each per rank (OPENBLAS_NUM_THREADS=1,
 torch.set_num_threads(1)):
-  ddp            PyTorch DDP over gloo (scripts/bench_ddp_worker.py: the cfg
-                 rebuilt by scripts/bench_torch.py, 25 MB buckets reduced
+  ddp            PyTorch DDP over gloo (scripts/bench/bench_ddp_worker.py: the cfg
+                 rebuilt by scripts/bench/bench_torch.py, 25 MB buckets reduced
                  during the backward pass)
   bsp-after      darknet bsp, overlap=0: the gradient buckets summed after
                  the backward pass
@@ -60,13 +60,13 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for its compare package
 from compare.metrics import read_metrics  # noqa: E402  (the one reader of metrics files)
 from compare.provenance import write_machine_txt  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLUSTER = os.path.join(ROOT, "scripts", "emulated-cluster.sh")
-WORKER = os.path.join(ROOT, "scripts", "bench_ddp_worker.py")
+WORKER = os.path.join(ROOT, "scripts", "bench", "bench_ddp_worker.py")
 DARKNET_RUNS = [("bsp-after", "method=bsp\noverlap=0\n"), ("bsp", "method=bsp\n"),
                 ("selsync-now", "method=selsync\noverlap=0\n"), ("selsync", "method=selsync\n")]
 HIDDEN_AGAINST = {"bsp": "bsp-after", "selsync": "selsync-now"}  # the same run without overlap

@@ -8,10 +8,10 @@
 # burst; L from the smallest), and prints the SELSYNC_VIRTUAL value with the
 # measured and modelled times side by side.
 # Removes the hosts when it ends, also on failure or Ctrl-C. Needs root.
-# Usage: scripts/calibrate-virtual.sh [RATE] [HOSTS] [REPS]   (default 1gbit 2 10)
+# Usage: scripts/bench/calibrate-virtual.sh [RATE] [HOSTS] [REPS]   (default 1gbit 2 10)
 # Environment: SELSYNC_BUILD_DIR (default build).
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 rate=${1:-1gbit} hosts=${2:-2} reps=${3:-10}
 bench=${SELSYNC_BUILD_DIR:-$root/build}/tests/bench_transfer

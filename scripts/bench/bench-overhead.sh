@@ -5,7 +5,7 @@
 # averages) and prints, from the per-step metrics of every rank, the time
 # spent measuring the gradient (measure) and in the agreement (agree, the
 # drift rule's pass over the parameters included) as a share of the step.
-# Usage: scripts/bench-overhead.sh [RANKS] [STEPS] [CFG] [OTHER_DARKNET]
+# Usage: scripts/bench/bench-overhead.sh [RANKS] [STEPS] [CFG] [OTHER_DARKNET]
 #   CFG: a classifier cfg (default cfg/fmnist.cfg, on Fashion-MNIST) or a
 #        detector's (a cfg with [yolo], on the detection set, batch 16);
 #   OTHER_DARKNET: another build's darknet, run right after this build's on
@@ -13,7 +13,8 @@
 # Environment: BENCH_SELSYNC, more [selsync] lines (e.g. "lag=1").
 # Prints the machine, the OpenBLAS environment and the commit first.
 set -eu
-. "$(dirname "$0")/common.sh"
+common_root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$common_root/scripts/common.sh"
 ranks=${1:-2}
 steps=${2:-300}
 cfg=${3:-$root/cfg/fmnist.cfg}

@@ -17,7 +17,7 @@ with SelSync's defaults, each scored at its end on every held-out image
 Writes OUT/elastic.tsv (one row per run: seed, run, final top-1, the
 resumed step) and prints the table of means and standard deviations.
 
-Usage: scripts/bench-elastic.py OUT [--ranks 4] [--steps 300] [--batch 32]
+Usage: scripts/bench/bench-elastic.py OUT [--ranks 4] [--steps 300] [--batch 32]
        [--lose-at 0.3] [--keep RANKS-1] [--resume-batch rank|global]
        [--runs whole,lost] [--seeds 1,2,3] [--data data/fashion-mnist/fmnist.data]"""
 import argparse
@@ -27,11 +27,12 @@ import signal
 import statistics
 import subprocess
 import sys
-
-from compare.provenance import write_machine_txt  # scripts/compare/
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for its compare package
+from compare.provenance import write_machine_txt  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DARKNET = os.path.join(ROOT, "build", "darknet")
 
 

@@ -12,13 +12,13 @@
 #  4. mosaic: 30 steps of darknet detector train on the detection set
 #     (cfg/yolov4-tiny-selsync.cfg without [selsync]) with mosaic=0 and 1:
 #     the seconds a step waits for the loader, and the step's time.
-# Usage: scripts/bench-yolo.sh [BUILD_DIR] [STEPS]
+# Usage: scripts/bench/bench-yolo.sh [BUILD_DIR] [STEPS]
 # Environment: BENCH_BATCH (default 8); BENCH_PAIRS, the mish/leaky pairs of
 # part 3, alternating which runs first (default 5); BENCH_PARTS, the parts
 # to run (default "1 2 3 4"). Prints the machine, the OpenBLAS
 # kernel, the environment and the commit first.
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 steps=${2:-3}
 batch=${BENCH_BATCH:-8}

@@ -3,7 +3,7 @@
 # synchronisation (one sum_f32v in place over its tensors, scaled by 1/N),
 # against a bare MPI_Allreduce of the same bytes, on the same ranks (see
 # tests/bench/bench_transfer.c). Builds nothing.
-# Usage: scripts/bench-transfer.sh [BENCH_BINARY] [REPS] [MIB...]
+# Usage: scripts/bench/bench-transfer.sh [BENCH_BINARY] [REPS] [MIB...]
 #   BENCH_BINARY  default build/tests/bench_transfer
 #   REPS          timed repetitions per payload (default 20)
 #   MIB...        payload sizes in MiB (default 1 8 32)
@@ -11,7 +11,7 @@
 # oversubscribed), BENCH_WARMUP (default 3), MPIRUN (default mpirun),
 # OPENBLAS_NUM_THREADS (default 1).
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 bin=${1:-$root/build/tests/bench_transfer}
 reps=${2:-20}

@@ -2,14 +2,14 @@
 # Training throughput of Darknet against PyTorch on the same networks, batch
 # and thread count, measured side by side in one run: Darknet's reference
 # loops (before), the optimised build (after) and the same network rebuilt
-# in PyTorch by scripts/bench_torch.py (Debian's python3-torch, CPU).
+# in PyTorch by scripts/bench/bench_torch.py (Debian's python3-torch, CPU).
 # Each figure is the best of ROUNDS runs, taken in turns, of at least STEPS
 # timed batches (more for small networks: about 2 s of the reference) after
 # one warm-up batch.
 # Also printed: the floating point operations of a training step per image
 # and the share of OpenBLAS's sgemm peak (bench_train --peak on one thread,
 # times the thread count) that Darknet (after) and PyTorch reach with them.
-# Usage: scripts/bench-pytorch.sh [BUILD_DIR] [STEPS] [ROUNDS]
+# Usage: scripts/bench/bench-pytorch.sh [BUILD_DIR] [STEPS] [ROUNDS]
 # Environment: BENCH_CFGS (default: upstream cifar.cfg at 28x28,
 # cfg/fmnist.cfg, cfg/fmnist-tiny.cfg, upstream yolov3-tiny.cfg at 96x96;
 # an entry CFG:SIZE runs CFG at SIZE x SIZE, e.g. yolov3-tiny.cfg:416),
@@ -20,7 +20,7 @@
 # patch 0023; "choose": darknet's choice even where OPENBLAS_CORETYPE is
 # set; a name: that OPENBLAS_CORETYPE, e.g. "default Haswell SkylakeX").
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 build=${1:-$root/build}
 steps=${2:-3}
@@ -102,7 +102,7 @@ for cfg in $cfgs; do
                 rate <"$tmp/opt.out" >>"$tmp/opt.$k"
                 gflop=$(sed -n 's/^\([0-9.]*\) GFLOP per image.*/\1/p' "$tmp/opt.out")
             done
-            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench_torch.py" \
+            OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t "$py" "$root/scripts/bench/bench_torch.py" \
                 "$tmp/$name.cfg" "$n" 1 "$t" | rate >>"$tmp/torch"
             r=$((r + 1))
         done

@@ -3,7 +3,7 @@
 # (partition=label:K, default K = 10 / RANKS, each class on one rank), and
 # bsp, fedavg, selsync without and with data injection train for the same
 # number of steps; prints held-out accuracy, sync fraction and bytes moved.
-# Usage: scripts/bench-noniid.sh [RANKS] [STEPS] [K]
+# Usage: scripts/bench/bench-noniid.sh [RANKS] [STEPS] [K]
 set -eu
 ranks=${1:-2}
 steps=${2:-500}

@@ -5,10 +5,10 @@
 # local (no communication) under SELSYNC_VIRTUAL on each rank count given
 # (default 1 4 16), one after the other, and prints the mean computation
 # per step and rank, and its ratio to the first rank count's.
-# Usage: scripts/bench-virtual-compute.sh [STEPS] [CFG] [RANKS...]
+# Usage: scripts/bench/bench-virtual-compute.sh [STEPS] [CFG] [RANKS...]
 # Environment: SELSYNC_BUILD_DIR (default build).
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 steps=${1:-40} cfg=${2:-$root/cfg/fmnist-wide.cfg}
 [ $# -gt 2 ] && shift 2 || set -- 1 4 16

@@ -3,7 +3,7 @@
 list under each straggler setting, side by side, with the settings in the
 output's header.
 
-Usage: scripts/bench-stragglers.py [--ranks 16] [--suite wide] [--steps 100]
+Usage: scripts/bench/bench-stragglers.py [--ranks 16] [--suite wide] [--steps 100]
            [--batch 32] [--subdivisions K] [--seeds 1] [--methods bsp,ssp-100,fedavg-4,selsync]
            [--settings none,jitter,slow-one,slow-quarter] [--eval-images 2000]
            [--quick] [--results DIR]
@@ -45,12 +45,12 @@ import statistics
 import subprocess
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for its compare package
 from compare.common import seeds_of  # noqa: E402
 from compare.metrics import read_metrics  # noqa: E402  (the modules: scripts/compare/)
 from compare.provenance import write_machine_txt  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FRONTIER = os.path.join(ROOT, "scripts", "frontier.py")
 SETTINGS = ("none", "jitter", "slow-one", "slow-quarter")
 JITTER_P = 0.02

@@ -1,13 +1,13 @@
 #!/usr/bin/python3
 """One rank of PyTorch DistributedDataParallel training of a Darknet cfg's
-network on Fashion-MNIST, for scripts/bench-ddp.py.
+network on Fashion-MNIST, for scripts/bench/bench-ddp.py.
 
 Usage: bench_ddp_worker.py CFG STEPS BATCH EVAL_EVERY HELDOUT OUT
        bench_ddp_worker.py allreduce REPS MIB...
 
 Rank and size come from the MPI launcher's environment (mpirun is only the
 launcher here); the ranks meet over gloo at MASTER_ADDR:MASTER_PORT. The
-network is scripts/bench_torch.py's rebuild of CFG, initialised and
+network is scripts/bench/bench_torch.py's rebuild of CFG, initialised and
 trained as Darknet does it: convolution weights normal with standard
 deviation sqrt(2 / fan-in), connected ones uniform in +-sqrt(2 / fan-in),
 biases 0; SGD with the cfg's momentum and decay, its learning rate and

@@ -5,7 +5,7 @@
 # step, the time ssp's workers were blocked by the bound, bytes and held-out
 # accuracy (the table of bench-methods.sh). Each ssp run has WORKERS workers
 # plus its parameter server (WORKERS+1 processes).
-# Usage: scripts/bench-ssp.sh [WORKERS] [STEPS]
+# Usage: scripts/bench/bench-ssp.sh [WORKERS] [STEPS]
 set -eu
 export BENCH_METHODS="bsp ssp,ssp_staleness=100 ssp,ssp_staleness=200 selsync,delta=0.3"
 exec sh "$(dirname "$0")/bench-methods.sh" "${1:-2}" "${2:-500}"

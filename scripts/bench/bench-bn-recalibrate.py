@@ -10,7 +10,7 @@ are on all 10 000 held-out images (with label:K, when every class is held
 by some rank). Writes OUT/bn-recalibrate.tsv (one row per run) and prints
 the table of means and standard deviations.
 
-Usage: scripts/bench-bn-recalibrate.py OUT [--ranks 16] [--steps 300] [--batch 32]
+Usage: scripts/bench/bench-bn-recalibrate.py OUT [--ranks 16] [--steps 300] [--batch 32]
        [--seeds 1,2,3] [--samples 1000] [--settings-net small] [--partitions iid,label]"""
 import argparse
 import glob
@@ -19,9 +19,10 @@ import statistics
 import subprocess
 import sys
 
-from compare.provenance import write_machine_txt  # scripts/compare/
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for its compare package
+from compare.provenance import write_machine_txt  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def evals(metrics):

@@ -1,11 +1,11 @@
 #!/bin/sh
 # Training throughput of the same cfg with Darknet's stock gemm and with
 # OpenBLAS, measured side by side in one run, printed as a ratio.
-# Usage: scripts/bench-gemm.sh [BUILD_DIR] [STEPS]
+# Usage: scripts/bench/bench-gemm.sh [BUILD_DIR] [STEPS]
 # Environment: BENCH_CFGS (default: upstream cfg/cifar.cfg and cfg/fmnist.cfg),
 # BENCH_BATCH (default 32), OPENBLAS_NUM_THREADS (default 1).
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 build=${1:-$root/build}
 steps=${2:-3}

@@ -2,7 +2,7 @@
 # Bytes, sync fraction, time and held-out accuracy of several methods on the
 # same network, data, rank count and step budget, run one after the other in
 # one invocation and printed as one table.
-# Usage: scripts/bench-methods.sh [RANKS] [STEPS]
+# Usage: scripts/bench/bench-methods.sh [RANKS] [STEPS]
 # Environment:
 #   BENCH_CFG      the network (default cfg/fmnist.cfg; its [selsync] is ignored)
 #   BENCH_METHODS  runs, separated by spaces; each is a method followed by
@@ -21,7 +21,8 @@
 # in the agreement collective, for ssp the time the staleness bound held the
 # worker's pulls.
 set -eu
-. "$(dirname "$0")/common.sh"
+common_root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$common_root/scripts/common.sh"
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 ranks=${1:-2}
 steps=${2:-500}
