@@ -219,10 +219,11 @@ static int write_program(const gnuplot_drawer *g, const selsync_chart *c, const 
     }
     fputs("\n", f);
 
-    /* 1: the loss; a log scale when it spans two decades */
+    /* 1: the loss; a log scale when it spans a decade, so that a first
+     * steps' spike does not flatten the rest of the curve */
     fputs("set tmargin at screen 0.94\nset bmargin at screen 0.64\nset format x ''\nset ylabel 'loss'\n"
           "set key top right\n", f);
-    if (lmax >= lmin && lmin > 0 && lmax / lmin >= 100) fputs("set logscale y\n", f);
+    if (lmax >= lmin && lmin > 0 && lmax / lmin >= 10) fputs("set logscale y\n", f);
     else if (lmax >= lmin && lmin >= 0) fputs("set yrange [0:*]\n", f);
     if (lmax >= lmin)
         fprintf(f, "plot dat index 0 using 1:5:6 with filledcurves lc rgb '#1f77b4' fs transparent solid 0.12 "
