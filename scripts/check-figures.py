@@ -116,7 +116,7 @@ def method_row(d, label, versus, **where):
 
 
 HELPERS = {"mean": mean, "sd": sd, "paired": paired, "plus_minus": plus_minus, "signed": signed,
-           "method_row": method_row, "min": min, "max": max, "len": len, "round": round, "abs": abs}
+           "method_row": method_row}
 
 
 def prose(text):
