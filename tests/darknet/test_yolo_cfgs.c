@@ -138,7 +138,7 @@ static void test_yolov4(void **state)
     }
     for (int i = 0; i < net->n; i++) {
         if (net->layers[i].activation == MISH && net->layers[i].type == CONVOLUTIONAL) {
-            assert_non_null(net->layers[i].activation_input);
+            assert_non_null(net->layers[i].activation_gradient);
             ++mish;
         }
         if (net->layers[i].type == SHORTCUT) ++shortcuts;

@@ -117,7 +117,7 @@ static void check_conv_gradient(convolutional_layer l, network net, const float 
 static void check_conv(ACTIVATION act, int bn)
 {
     convolutional_layer l = make_convolutional_layer(2, 5, 5, 2, 3, 1, 3, 1, 1, act, bn, 0, 0, 0);
-    assert_non_null(l.activation_input);
+    assert_non_null(l.activation_gradient);
     network net = {0};
     int in = l.batch * l.inputs, out = l.batch * l.outputs;
     float *x = malloc(in * sizeof(float)), *dx = calloc(in, sizeof(float)), *r = malloc(out * sizeof(float));
