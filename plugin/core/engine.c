@@ -325,7 +325,12 @@ selsync_status selsync_engine_before_update(selsync_engine *e, double loss, doub
     e->cur.t_compute = t0 - e->t_mark - e->t_hooks;
     if ((st = engine_apply_late(e, 0, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     double t1 = selsync_now();
+    /* the residual is written while measuring when nothing but the host's
+     * described update touches the buffers before after_update */
+    e->residual_taken = e->snap && e->host_update_known && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS &&
+                        !e->overlapping;
     int bad = engine_measure(e);
+    if (bad) e->residual_taken = 0;
     e->cur.t_measure = selsync_now() - t1 + e->t_hooks;
     if (e->overlapping && (st = engine_average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK) return st;
     if (bad == 2 || (bad && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP))
@@ -364,13 +369,15 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
             policy_averaged(e, e->chosen, e->cur.learning_rate);
         }
     }
-    if (e->snap) { /* the residual the host left for the next step */
+    if (e->cfg.sync_momentum && e->cur.decision == SELSYNC_SYNC_STEP) e->residual_taken = 0; /* averaged */
+    if (e->snap && !e->residual_taken) { /* the residual the host left for the next step */
         double t0 = selsync_now();
         for (size_t i = 0; i < e->nt; i++)
             if (e->t[i].kind == SELSYNC_TENSOR_TRAINED)
                 memcpy(e->snap + e->snap_off[i], e->t[i].grad, e->t[i].count * sizeof(float));
         e->cur.t_measure += selsync_now() - t0;
     }
+    e->host_update_known = e->residual_taken = 0;
     if (!e->ssp) /* a started average counts at its wait: in the next step's record */
         e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
@@ -444,6 +451,13 @@ selsync_status selsync_engine_serve(selsync_engine *e, FILE *trace, selsync_ssp_
     e->tot.t_transfer += s.t_serve;
     if (stats) *stats = s;
     return st;
+}
+
+void selsync_engine_note_host_update(selsync_engine *e, const selsync_host_update *u)
+{
+    if (!e || !u) return;
+    e->host_update = *u;
+    e->host_update_known = 1;
 }
 
 void selsync_engine_note_injection(selsync_engine *e, uint64_t bytes)

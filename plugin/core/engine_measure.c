@@ -8,6 +8,11 @@
  *   (Darknet leaves momentum * grad there after the update) the engine
  *   subtracts a snapshot of the buffer taken at the end of the previous
  *   after_update, so x_t is the norm of this step's contribution only.
+ *   When the host described its update (selsync_engine_note_host_update),
+ *   the pass that measures also writes the residual that update will
+ *   leave, block by block while the block is in the cache, and
+ *   after_update copies nothing unless the buffers changed in between (a
+ *   skipped step, an average of the momentum).
  * - Smoothing. x_t goes into a ring of the last `window` values; the smoothed
  *   value is the normalised exponentially weighted mean of the m =
  *   min(steps so far, window) newest values:
@@ -45,9 +50,18 @@ static double sq_double(const float *g, const float *snap, size_t j, size_t end)
     return sum;
 }
 
+/* The residual the host's update leaves in grad[j, end) (model.h,
+ * selsync_host_update), written into snap: the same float operations. */
+static void write_residual(float *restrict snap, const float *restrict g, const float *restrict p, size_t j,
+                           size_t end, float decay, float momentum)
+{
+    for (; j < end; j++) snap[j] = (g[j] + decay * p[j]) * momentum;
+}
+
 /* Tensor i's squared norm of this step's own gradient and whether its
  * params are finite, once per step (selsync_engine_layer_ready takes them before
- * the layer's bucket is summed). One pass over grad, snapshot and params:
+ * the layer's bucket is summed); with e->residual_taken, the residual its
+ * update will leave written into the snapshot. One pass over grad, snapshot and params:
  * LANES independent float sums over a block of BLOCK elements, so that the
  * compiler vectorises the loop (a lane adds BLOCK / LANES squares: about
  * 1e-7 of relative error), the blocks' sums added in double. A block whose
@@ -106,7 +120,10 @@ static int nonfinite_pair(const float *x, const float *y, size_t n)
 void engine_measure_tensor(selsync_engine *e, size_t i)
 {
     const selsync_tensor *t = &e->t[i];
-    const float *g = t->grad, *p = t->param, *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
+    const float *g = t->grad, *p = t->param;
+    float *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
+    int residual = snap && e->residual_taken;
+    float decay = t->decays ? e->host_update.decay : 0, momentum = e->host_update.momentum;
     float nonfinite[LANES] = {0}, bad = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
     size_t n = t->count, j = 0;
     double sum = 0;
@@ -136,8 +153,10 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
                 }
         for (size_t k = 0; k < LANES; k++) block += s[k];
         sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
+        if (residual) write_residual(snap, g, p, j0, end, decay, momentum);
     }
     sum += sq_double(g, snap, j, n);
+    if (residual) write_residual(snap, g, p, j, n, decay, momentum);
     for (; j < n; j++) bad += p[j] * 0.0f;
     for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
     e->tsq[i] = sum;

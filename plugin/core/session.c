@@ -355,13 +355,15 @@ selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer)
     return st ? session_engine_failed(s, st) : SELSYNC_OK;
 }
 
-selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate)
+selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate,
+                                             const selsync_host_update *update)
 {
     selsync_status st;
     if (!s->engine && s->ssp)
         return FAIL(s, SELSYNC_ESTATE, "%s: [selsync] method = ssp needs a trainer that reports TRAIN_BEGIN "
                     "(classifier train, detector train)", s->cfg.file);
     if (!s->engine && (st = start_engine(s))) return st;
+    selsync_engine_note_host_update(s->engine, update);
     st = selsync_engine_before_update(s->engine, loss, learning_rate);
     return st ? session_engine_failed(s, st) : SELSYNC_OK;
 }

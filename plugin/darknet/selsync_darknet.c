@@ -541,9 +541,15 @@ static int on_event(network *net, network_event event, void *arg, void *user)
     switch (event) {
     case NETWORK_LOADED: return on_loaded(a, arg);
     case TRAIN_BEGIN: return on_train_begin(a, arg);
-    case BEFORE_UPDATE: /* gradient sums divided by the ranks' mean batch: averaged, the global batch's */
-        if (a->step_batch) ((update_args *)arg)->batch = a->step_batch;
-        return check(a, selsync_session_before_update(a->session, *net->cost, ((update_args *)arg)->learning_rate));
+    case BEFORE_UPDATE: { /* gradient sums divided by the ranks' mean batch: averaged, the global batch's */
+        update_args *u = arg;
+        if (a->step_batch) u->batch = a->step_batch;
+        /* the layers' SGD (sgd_update_cpu; the axpy, axpy, scal of the
+         * others): weights' grad + (-decay * batch) * weights, then times
+         * the momentum; Adam leaves no such residual */
+        selsync_host_update sgd = {u->momentum, -u->decay * u->batch};
+        return check(a, selsync_session_before_update(a->session, *net->cost, u->learning_rate, u->adam ? NULL : &sgd));
+    }
     case AFTER_UPDATE:
         random_stream_seed(random_key(a->step_draws, get_current_batch(net)));
         return check(a, selsync_session_after_update(a->session));

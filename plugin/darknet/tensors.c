@@ -14,7 +14,7 @@ static int add_tensor(tensor_list *a, float *param, float *grad,
 {
     if (!param || count == 0) return 0;
     if (a->n == a->cap) return -1;
-    a->t[a->n++] = (selsync_tensor){param, grad, count, layer, kind, 0};
+    a->t[a->n++] = (selsync_tensor){param, grad, count, layer, kind, 0, 0};
     return 0;
 }
 
@@ -59,6 +59,7 @@ static int add_layer_tensors(tensor_list *a, const layer *l, size_t index)
         return 0;
     }
     int rc = add_tensor(a, l->weights, l->weight_updates, nw, index, SELSYNC_TENSOR_TRAINED);
+    if (!rc && l->weights && nw) a->t[a->n - 1].decays = 1; /* the update decays weights only */
     rc |= add_tensor(a, l->biases, l->bias_updates, nb, index, SELSYNC_TENSOR_TRAINED);
     if (l->scale_updates)
         rc |= add_tensor(a, l->scales, l->scale_updates, nb, index, SELSYNC_TENSOR_TRAINED);

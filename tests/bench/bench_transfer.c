@@ -115,7 +115,7 @@ static selsync_engine *fused_engine(const selsync_comm *c, float *param, float *
     size_t off = 0;
     for (size_t l = 0; l < FUSED_LAYERS; off += t[l].count, ++l)
         t[l] = (selsync_tensor){param + off, grad + off, n / FUSED_LAYERS + (l < n % FUSED_LAYERS), l,
-                                SELSYNC_TENSOR_TRAINED, 0};
+                                SELSYNC_TENSOR_TRAINED, 0, 0};
     memset(grad, 0, n * sizeof *grad);
     selsync_config_default(&cfg, "bench_transfer", 0);
     if (selsync_config_set(&cfg, "method", "bsp", 1, err, sizeof err) != SELSYNC_OK ||

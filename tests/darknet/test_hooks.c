@@ -5,7 +5,10 @@
  * BEFORE_SAVE can veto a save. Hooks added with add_network_hook run in the
  * order they were added, each for the events of its mask only, and a veto
  * from any of them skips the save. A hook's negative return ends the
- * program with EXIT_FAILURE before the hooks after it run. */
+ * program with EXIT_FAILURE before the hooks after it run. The update
+ * leaves in each gradient buffer the residual the plugin describes to its
+ * engine (selsync_host_update): momentum * (grad - decay * batch * weight)
+ * for weights, momentum * grad for biases and scales, bit for bit. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -69,16 +72,21 @@ static int hook(network *net, network_event event, void *arg, void *user)
 
 #define UPDATES (NETWORK_EVENT_BIT(BEFORE_UPDATE) | NETWORK_EVENT_BIT(AFTER_UPDATE))
 
-static network *tiny_network(void)
+static network *network_of(const char *cfg)
 {
     char path[] = "/tmp/selsync-hooks-XXXXXX";
     int fd = mkstemp(path);
     assert_true(fd >= 0);
-    assert_int_equal(write(fd, tiny_cfg, strlen(tiny_cfg)), (ssize_t)strlen(tiny_cfg));
+    assert_int_equal(write(fd, cfg, strlen(cfg)), (ssize_t)strlen(cfg));
     close(fd);
     network *net = parse_network_cfg(path);
     unlink(path);
     return net;
+}
+
+static network *tiny_network(void)
+{
+    return network_of(tiny_cfg);
 }
 
 static void fill_batch(network *net, int step)
@@ -131,6 +139,63 @@ static void test_no_hooks_is_stock_behaviour(void **state)
                         a->layers[1].nweights * sizeof(float));
     free_network(a);
     free_network(b);
+}
+
+/* A layer's gradient buffers and their parameters: weights (decayed),
+ * biases, scales. */
+enum { RESIDUAL_ARRAYS = 3, RESIDUAL_MAX = 4096 };
+typedef struct residual_check {
+    float want[2][RESIDUAL_ARRAYS][RESIDUAL_MAX]; /* per layer and array */
+    int checked;                                  /* values compared at AFTER_UPDATE */
+} residual_check;
+
+static void layer_arrays(layer *l, float **grad, float **param, int *n)
+{
+    grad[0] = l->weight_updates, param[0] = l->weights, n[0] = l->nweights ? l->nweights : l->inputs * l->outputs;
+    grad[1] = l->bias_updates, param[1] = l->biases, n[1] = l->type == CONVOLUTIONAL ? l->n : l->outputs;
+    grad[2] = l->scale_updates, param[2] = l->scales, n[2] = l->batch_normalize ? n[1] : 0;
+}
+
+static int residual_hook(network *net, network_event event, void *arg, void *user)
+{
+    residual_check *c = user;
+    for (int i = 0; i < 2; ++i) {
+        float *grad[RESIDUAL_ARRAYS], *param[RESIDUAL_ARRAYS];
+        int n[RESIDUAL_ARRAYS];
+        layer_arrays(&net->layers[i], grad, param, n);
+        for (int k = 0; k < RESIDUAL_ARRAYS; ++k) {
+            assert_true(n[k] <= RESIDUAL_MAX);
+            if (event == BEFORE_UPDATE) { /* the plugin's description, from the update's arguments */
+                update_args *u = arg;
+                float momentum = u->momentum, decay = k == 0 ? -u->decay * u->batch : 0;
+                for (int j = 0; j < n[k]; ++j) c->want[i][k][j] = (grad[k][j] + decay * param[k][j]) * momentum;
+            } else {
+                assert_memory_equal(c->want[i][k], grad[k], (size_t)n[k] * sizeof(float));
+                c->checked += n[k];
+            }
+        }
+    }
+    return 0;
+}
+
+static void test_update_leaves_the_described_residual(void **state)
+{
+    (void)state;
+    network *net = network_of("[net]\nbatch=4\nsubdivisions=1\nheight=6\nwidth=6\nchannels=1\n"
+                              "learning_rate=0.1\nmomentum=0.9\ndecay=0.0005\n\n"
+                              "[convolutional]\nbatch_normalize=1\nfilters=3\nsize=3\nstride=1\npad=1\n"
+                              "activation=leaky\n\n[connected]\noutput=2\nactivation=linear\n\n[softmax]\n");
+    static residual_check c;
+    c.checked = 0;
+    assert_int_equal(add_network_hook(net, residual_hook, &c, UPDATES), 0);
+    net->train = 1;
+    for (int step = 0; step < 4; ++step) {
+        fill_batch(net, step);
+        train_network_datum(net);
+    }
+    /* 4 updates of 27 + 3 + 3 (convolution, BatchNorm) and 216 + 2 (connected) values */
+    assert_int_equal(c.checked, 4 * (27 + 3 + 3 + 216 + 2));
+    free_network(net);
 }
 
 /* The calls hooks received, in order: "name:event". */
@@ -269,6 +334,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hooks_run_once_per_effective_batch),
         cmocka_unit_test(test_no_hooks_is_stock_behaviour),
+        cmocka_unit_test(test_update_leaves_the_described_residual),
         cmocka_unit_test(test_hooks_run_in_order_for_their_events),
         cmocka_unit_test(test_a_hook_set_directly_stays_first),
         cmocka_unit_test(test_a_veto_from_any_hook_skips_the_save),

@@ -14,7 +14,7 @@ void fuzz_engine_model_create(fuzz_engine_model *m, int shape)
     size_t off = 0;
     for (int i = 0; i < 4; i++) {
         m->t[i] = (selsync_tensor){m->param + off, kind[i] == SELSYNC_TENSOR_TRAINED ? m->grad + off : NULL,
-                                   count[i], layer[i], kind[i], 0};
+                                   count[i], layer[i], kind[i], 0, 0};
         off += count[i];
     }
     for (int i = 0; i < FUZZ_PARAMS; i++) m->param[i] = 0.25f * (float)i;

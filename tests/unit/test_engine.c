@@ -52,7 +52,7 @@ static int setup(void **state)
             if (g[i]) g[i][j] = 1.0f;
         }
         f->t[i] = (selsync_tensor){p[i], g[i], counts[i], layer[i],
-                                   g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT, 0};
+                                   g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT, 0, 0};
     }
     f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
@@ -307,6 +307,61 @@ static void test_residual_is_subtracted(void **state)
     }
 }
 
+/* Six steps of SGD with momentum and weight decay in Darknet's arithmetic,
+ * the weights' tensors decaying; with described, the engine is told the
+ * update (selsync_engine_note_host_update), whose momentum the host's
+ * update replaces by momentum. Each step's norm and change into norm[] and
+ * change[]. Leaves the engine made. */
+static void sgd_steps(fx *f, int described, float momentum, double *norm, double *change)
+{
+    const selsync_host_update sgd = {0.9f, -0.0005f * 64};
+    selsync_engine_destroy(f->e);
+    f->e = NULL;
+    for (int i = 0; i < N_TENSORS; i++)
+        for (size_t j = 0; j < counts[i]; j++) {
+            params[i][j] = 0.1f * (float)(i + 1) - 0.03f * (float)j;
+            if (grads[i]) grads[i][j] = 0;
+        }
+    make(f);
+    for (int t = 0; t < 6; t++) {
+        for (int i = 0; i < N_TENSORS; i++) /* backward adds this step's gradient to the residual */
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) grads[i][j] += 0.37f * (float)(t + 1) - 0.21f * (float)j;
+        if (described) selsync_engine_note_host_update(f->e, &sgd);
+        assert_int_equal(selsync_engine_before_update(f->e, 1, 0.1), SELSYNC_OK);
+        for (int i = 0; i < N_TENSORS; i++) /* the host's update */
+            for (size_t j = 0; grads[i] && j < counts[i]; j++) {
+                float u = grads[i][j] + (f->t[i].decays ? sgd.decay : 0) * params[i][j];
+                params[i][j] += 0.01f * u;
+                grads[i][j] = u * momentum;
+            }
+        assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+        norm[t] = selsync_engine_last_step(f->e)->grad_norm;
+        change[t] = selsync_engine_last_step(f->e)->change;
+    }
+}
+
+/* A described update: the residual written while measuring gives every
+ * step the same norm and change, bit for bit, as the copy after the
+ * update, with and without a synchronisation in between. */
+static void test_described_update_same_change(void **state)
+{
+    fx *f = *state;
+    double norm[3][6], change[3][6];
+    f->model.grad_keeps_residual = 1;
+    f->t[0].decays = f->t[2].decays = f->t[4].decays = 1; /* w0, w1, w3; not b0 */
+    f->cfg.warmup = 0;
+    f->cfg.delta = 0.2; /* some steps synchronise, some do not */
+    for (int described = 0; described < 2; described++)
+        sgd_steps(f, described, 0.9f, norm[described], change[described]);
+    sgd_steps(f, 1, 0.8f, norm[2], change[2]); /* an update other than the one described */
+    for (int t = 0; t < 6; t++) {
+        assert_true(norm[0][t] > 0);
+        assert_memory_equal(&norm[0][t], &norm[1][t], sizeof(double));
+        if (t > 0) assert_memory_equal(&change[0][t], &change[1][t], sizeof(double));
+        if (t > 0) assert_true(norm[2][t] != norm[0][t]); /* so the description was what counted */
+    }
+}
+
 /* A tensor of many blocks and a tail: the float-lane norm of the own
  * gradient (residual subtracted) within 1e-6 of a double sum; squares that
  * overflow a float still give a finite norm; an infinite gradient or a NaN
@@ -316,7 +371,7 @@ static void test_norm_of_a_large_tensor(void **state)
     enum { N = 4090 }; /* 3 blocks of 1024, 62 lanes' worth and a tail of 2 (the mock sums at most 4096) */
     fx *f = *state;
     static float p[N], g[N];
-    selsync_tensor t = {p, g, N, 0, SELSYNC_TENSOR_TRAINED, 0};
+    selsync_tensor t = {p, g, N, 0, SELSYNC_TENSOR_TRAINED, 0, 0};
     selsync_model m = {&t, 1, 1, 1, 0};
     double own = 0;
     f->cfg.warmup = 0;
@@ -1991,8 +2046,8 @@ static void test_restore_mean_pools_variances(void **state)
 {
     fx *f = *state;
     float w[2] = {1, 2}, gw[2] = {0}, mean[2], var[2];
-    selsync_tensor t[3] = {{w, gw, 2, 0, SELSYNC_TENSOR_TRAINED, 0}, {mean, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0},
-                           {var, NULL, 2, 0, SELSYNC_TENSOR_STAT, 1}};
+    selsync_tensor t[3] = {{w, gw, 2, 0, SELSYNC_TENSOR_TRAINED, 0, 0}, {mean, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0, 0},
+                           {var, NULL, 2, 0, SELSYNC_TENSOR_STAT, 1, 0}};
     f->model = (selsync_model){t, 3, 1, 0, 0};
     make(f);
     size_t len = selsync_engine_snapshot_size(f->e);
@@ -2212,6 +2267,7 @@ int main(void)
         T(test_infinite_loss_finite_gradient_goes_on),
         T(test_constant_norms_local_after_warmup),
         T(test_residual_is_subtracted),
+        T(test_described_update_same_change),
         T(test_norm_of_a_large_tensor),
         T(test_delta_zero_syncs_every_step),
         T(test_huge_delta_syncs_only_in_warmup),

@@ -14,9 +14,9 @@ static void test_pack_and_unpack(void **state)
 {
     (void)state;
     float a[3] = {1, 2, 3}, mean[2] = {10, 20}, b[1] = {4}, g[3] = {0}, buf[8];
-    selsync_tensor t[3] = {{a, g, 3, 0, SELSYNC_TENSOR_TRAINED, 0},
-                           {mean, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0},
-                           {b, g, 1, 1, SELSYNC_TENSOR_TRAINED, 0}};
+    selsync_tensor t[3] = {{a, g, 3, 0, SELSYNC_TENSOR_TRAINED, 0, 0},
+                           {mean, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0, 0},
+                           {b, g, 1, 1, SELSYNC_TENSOR_TRAINED, 0, 0}};
     memset(buf, 0, sizeof buf);
     assert_int_equal(selsync_model_pack(t, 3, 1, buf), 6);
     const float all[6] = {1, 2, 3, 10, 20, 4};

@@ -56,7 +56,7 @@ static int setup(void **state)
     if (!f || !mkdtemp(f->dir)) return -1;
     snprintf(f->ckpt, sizeof f->ckpt, "%s/ck.weights", f->dir);
     snprintf(f->chart, sizeof f->chart, "%s/chart.png", f->dir);
-    f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0};
+    f->t = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0, 0};
     f->model = (selsync_model){&f->t, 1, 1, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_BSP;
@@ -101,7 +101,7 @@ static void train(fx *f, int steps)
 {
     for (int i = 0; i < steps; i++) {
         for (int j = 0; j < 4; j++) f->g[j] = 0.1f * (float)(j + 1);
-        assert_int_equal(selsync_session_before_update(f->s, 1.0, 0.1), SELSYNC_OK);
+        assert_int_equal(selsync_session_before_update(f->s, 1.0, 0.1, NULL), SELSYNC_OK);
         for (int j = 0; j < 4; j++) f->w[j] -= 0.1f * f->g[j];
         assert_int_equal(selsync_session_after_update(f->s), SELSYNC_OK);
     }
@@ -166,7 +166,7 @@ static void test_checkpoint_writer_fails(void **state)
     f->cfg.checkpoint_every = 2;
     start_single(f, NULL);
     train(f, 3);
-    assert_int_equal(selsync_session_before_update(f->s, 1.0, 0.1), SELSYNC_OK);
+    assert_int_equal(selsync_session_before_update(f->s, 1.0, 0.1, NULL), SELSYNC_OK);
     assert_int_equal(selsync_session_after_update(f->s), SELSYNC_EIO);
     assert_non_null(strstr(selsync_session_error(f->s), f->ckpt));
     assert_non_null(strstr(selsync_session_error(f->s), "of step 2 was not written"));
@@ -464,9 +464,9 @@ static int recalibrate_host(void *user, selsync_session *s, size_t samples)
 static void run_recalibrated(fx *f, mock_comm *m, int n, size_t listed)
 {
     static int labels[8] = {0, 1, 0, 1, 0, 1, 0, 1};
-    selsync_tensor t[3] = {{f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0},
-                           {recal.stat, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0},
-                           {recal.stat + 2, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0}};
+    selsync_tensor t[3] = {{f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0, 0},
+                           {recal.stat, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0, 0},
+                           {recal.stat + 2, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0, 0}};
     selsync_model model = {t, 3, 1, 0, 0};
     selsync_plan plan;
     char err[512];

@@ -43,8 +43,8 @@ static int setup(void **state)
     const float w[4] = {1, 2, 3, 4}, s[2] = {10, 20};
     memcpy(f->w, w, sizeof w);
     memcpy(f->s, s, sizeof s);
-    f->t[0] = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0};
-    f->t[1] = (selsync_tensor){f->s, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0};
+    f->t[0] = (selsync_tensor){f->w, f->g, 4, 0, SELSYNC_TENSOR_TRAINED, 0, 0};
+    f->t[1] = (selsync_tensor){f->s, NULL, 2, 0, SELSYNC_TENSOR_STAT, 0, 0};
     f->model = (selsync_model){f->t, 2, 1, 0, 0};
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_SSP;

@@ -90,6 +90,14 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
  * (the sums it starts are). */
 selsync_status selsync_engine_layer_ready(selsync_engine *e, size_t layer);
 
+/* Tells the engine the update that follows this step's
+ * selsync_engine_before_update (valid for that step only). With it, method
+ * selsync takes the next step's residual in the pass that measures the
+ * gradient, instead of copying every grad buffer after the update; the
+ * change measured is the same, bit for bit, when the host computes as
+ * described. Not collective. */
+void selsync_engine_note_host_update(selsync_engine *e, const selsync_host_update *u);
+
 /* Measures this step's gradient, decides with the other ranks whether to
  * synchronise (one small collective at most) and, with aggregate=grads,
  * averages the gradients of the layers to synchronise, in buckets of

@@ -20,6 +20,9 @@ typedef struct selsync_tensor {
      * just before it (same layer and count): a mean of several ranks'
      * statistics then adds the spread of their means (a mixture's variance). */
     int variance;
+    /* Non-zero for a TRAINED tensor whose host update adds weight decay to
+     * its grad (selsync_host_update; Darknet: weights, not biases or scales). */
+    int decays;
 } selsync_tensor;
 
 typedef struct selsync_model {
@@ -35,6 +38,15 @@ typedef struct selsync_model {
      * part of a checkpoint before its state); 0: unknown, not checked. */
     size_t file_bytes;
 } selsync_model;
+
+/* The host's coming optimizer update, when it is SGD that leaves a residual
+ * in the grad buffers (grad_keeps_residual above): afterwards each
+ * trained tensor's grad holds momentum * (grad + decay * param) when the
+ * tensor `decays`, momentum * grad otherwise, in float arithmetic in that
+ * order (Darknet's update, decay being -decay * batch). */
+typedef struct selsync_host_update {
+    float momentum, decay;
+} selsync_host_update;
 
 /* Whether tensor t travels with the model's parameters: trained ones
  * always, statistics with with_stats (cfg sync_bn_stats). */

@@ -159,11 +159,13 @@ selsync_status selsync_session_batch_loaded(selsync_session *s, const float *row
 selsync_status selsync_session_layer_ready(selsync_session *s, size_t layer);
 
 /* The optimizer step: before the update (gradients ready) and after it.
- * After it, a due evaluation (of the ranks' mean model) and checkpoint run,
- * and the console rank redraws the training chart (every chart_every steps
- * and after an evaluation, in the background; selsync/chart.h).
- * Collective. */
-selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate);
+ * update: the host's coming update where it is described
+ * (selsync_engine_note_host_update), else NULL. After the update, a due
+ * evaluation (of the ranks' mean model) and checkpoint run, and the console
+ * rank redraws the training chart (every chart_every steps and after an
+ * evaluation, in the background; selsync/chart.h). Collective. */
+selsync_status selsync_session_before_update(selsync_session *s, double loss, double learning_rate,
+                                             const selsync_host_update *update);
 selsync_status selsync_session_after_update(selsync_session *s);
 
 /* The end of training: the ssp server serves, the final average, the final
