@@ -10,7 +10,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # $work (removed on exit) holding $work/fmnist.data, whose weights go to $work.
 fmnist_workdir() {
     [ -x "$build/darknet" ] || { echo "build first: cmake -S . -B build && cmake --build build" >&2; exit 1; }
-    python3 "$root/scripts/prepare-fashion-mnist.py" >/dev/null
+    python3 "$root/scripts/data/prepare-fashion-mnist.py" >/dev/null
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     sed "s#^backup=.*#backup=$work#" "$root/data/fashion-mnist/fmnist.data" >"$work/fmnist.data"

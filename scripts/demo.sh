@@ -19,7 +19,7 @@ mkdir -p "$build"
   cmake --build "$build" -j "$(nproc)" --target darknet; } >"$build/demo-build.log" 2>&1 \
     || { tail -n 30 "$build/demo-build.log"; echo "build failed; see $build/demo-build.log" >&2; exit 1; }
 echo "== data"
-python3 "$root/scripts/prepare-fashion-mnist.py"
+python3 "$root/scripts/data/prepare-fashion-mnist.py"
 data="$root/data/fashion-mnist/fmnist.data"
 
 cd "$root"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The regret workloads (scripts/frontier.py, seeds 1-3, paired), each into its
+# The regret workloads (scripts/experiments/frontier.py, seeds 1-3, paired), each into its
 # folder, then the table over the workloads that have finished. Resumable: run
 # it again and it goes on where it stopped. From the repository root:
 #   nohup sh docs/regret/command.sh results/regret [WORKLOAD...] >regret.log 2>&1 &
@@ -18,7 +18,7 @@ methods=bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,fedavg-32,selsync
 mkdir -p "$out"
 front() { # NAME FRONTIER_OPTIONS...
     name=$1; shift
-    scripts/frontier.py --methods $methods --results "$out/$name" "$@"
+    scripts/experiments/frontier.py --methods $methods --results "$out/$name" "$@"
 }
 for w in "$@"; do
     rate=1gbit; base=$w
@@ -42,4 +42,4 @@ for d in "$out"/*/; do
     case $f in iid-2ranks) w=small-iid-2 ;; label2-4ranks) w=small-label2-4 ;; det-2ranks) w=det-2 ;; *) w=$f ;; esac
     set -- "$@" "$w=$d"
 done
-scripts/regret.py --out "$out" "$@"
+scripts/experiments/regret.py --out "$out" "$@"

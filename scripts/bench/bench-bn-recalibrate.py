@@ -2,7 +2,7 @@
 """BSP under label skew and iid, the final model's BatchNorm statistics
 without and with recalibration (bn_recalibrate), over several seeds.
 
-Every run is one scripts/compare-methods.py run of BSP (--virtual) whose only
+Every run is one scripts/experiments/compare-methods.py run of BSP (--virtual) whose only
 evaluation before the end is at its last step: that row scores the final
 (averaged) model as training left it, and the row the session writes after
 the recalibration scores the same model with re-estimated statistics. Both
@@ -51,7 +51,7 @@ def main():
     rows = []
     for seed in [int(s) for s in a.seeds.split(",")]:
         res = os.path.join(a.out, "seed%d" % seed)
-        cmd = [sys.executable, os.path.join(ROOT, "scripts", "compare-methods.py"), "--virtual",
+        cmd = [sys.executable, os.path.join(ROOT, "scripts", "experiments", "compare-methods.py"), "--virtual",
                "--ranks", str(a.ranks), "--steps", str(a.steps), "--eval-every", str(a.steps),
                "--eval-images", "10000", "--batch", str(a.batch), "--lr-rule", "cfg",
                "--settings-net", a.settings_net, "--suites", a.partitions, "--methods", "bsp",

@@ -141,7 +141,7 @@ def darknet_files(a, out):
     cfg per darknet run."""
     data = os.path.join(ROOT, "data", "fashion-mnist")
     if not os.path.exists(os.path.join(data, "train.list")):
-        run([sys.executable, os.path.join(ROOT, "scripts", "prepare-fashion-mnist.py")],
+        run([sys.executable, os.path.join(ROOT, "scripts", "data", "prepare-fashion-mnist.py")],
             os.path.join(out, "prepare.log"))
     with open(os.path.join(data, "valid.list")) as f:
         heldout = [line for line in f][:a.heldout]

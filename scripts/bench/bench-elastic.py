@@ -153,7 +153,7 @@ def main():
         sys.exit("--ranks must be at least 2, --lose-at in (0, 1), --keep from 1 to --ranks - 1, "
                  "--runs whole, lost or both")
     if not os.path.exists(a.data):
-        sys.exit("%s: no data file (scripts/prepare-fashion-mnist.py --out %s)" % (a.data, os.path.dirname(a.data)))
+        sys.exit("%s: no data file (scripts/data/prepare-fashion-mnist.py --out %s)" % (a.data, os.path.dirname(a.data)))
     write_machine_txt(a.out, sys.argv)
     rows = []
     for seed in [int(s) for s in a.seeds.split(",")]:

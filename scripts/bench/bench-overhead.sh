@@ -23,7 +23,7 @@ fmnist_workdir
 python3 "$root/scripts/compare/provenance.py" - -- "$0" "$@" | sed 's/^/== /' # the machine, its BLAS, the commit, the command
 if grep -q '^\[yolo\]' "$cfg"; then
     kind=detector data=$root/data/fmnist-det/fmnist-det.data
-    [ -f "$data" ] || python3 "$root/scripts/make-detection-set.py" >/dev/null
+    [ -f "$data" ] || python3 "$root/scripts/data/make-detection-set.py" >/dev/null
     sed "s#^backup=.*#backup=$work#" "$data" >"$work/run.data"
 else
     kind=classifier

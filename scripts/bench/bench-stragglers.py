@@ -17,7 +17,7 @@ The settings (SELSYNC_VIRTUAL's terms, docs/virtual-time.md):
   slow-quarter  the last quarter of the ranks compute at two-thirds speed
                 (slow=R:1.5 each).
 
-Each setting is one scripts/frontier.py folder, RESULTS/SETTING/, resumable
+Each setting is one scripts/experiments/frontier.py folder, RESULTS/SETTING/, resumable
 like it (a finished run is not run again). For every method and setting
 the table gives the final held-out score (mean ± sd over the seeds), the
 training time and its ratio to the same method without stragglers, the
@@ -51,7 +51,7 @@ from compare.metrics import read_metrics  # noqa: E402  (the modules: scripts/co
 from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FRONTIER = os.path.join(ROOT, "scripts", "frontier.py")
+FRONTIER = os.path.join(ROOT, "scripts", "experiments", "frontier.py")
 SETTINGS = ("none", "jitter", "slow-one", "slow-quarter")
 JITTER_P = 0.02
 

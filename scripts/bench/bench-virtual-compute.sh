@@ -15,7 +15,7 @@ steps=${1:-40} cfg=${2:-$root/cfg/fmnist-wide.cfg}
 darknet=${SELSYNC_BUILD_DIR:-$root/build}/darknet
 data=$root/data/fashion-mnist/fmnist.data
 [ -x "$darknet" ] || { echo "bench-virtual-compute: $darknet is missing (build first)" >&2; exit 2; }
-python3 "$root/scripts/prepare-fashion-mnist.py" >/dev/null
+python3 "$root/scripts/data/prepare-fashion-mnist.py" >/dev/null
 export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export SELSYNC_VIRTUAL=bandwidth=1Gbit,latency=50us
 work=$(mktemp -d "${TMPDIR:-/tmp}/bench-virtual-compute.XXXXXX")

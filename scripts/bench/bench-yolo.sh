@@ -97,7 +97,7 @@ part4() {
     echo
     echo "4. mosaic: darknet detector train, the detection set, 30 steps of batch 16, one thread"
     data=$root/data/fmnist-det/fmnist-det.data
-    [ -f "$data" ] || python3 "$root/scripts/make-detection-set.py" >/dev/null
+    [ -f "$data" ] || python3 "$root/scripts/data/make-detection-set.py" >/dev/null
     for mosaic in 0 1; do
         c=$(cfg "det-mosaic$mosaic" "$root/cfg/yolov4-tiny-selsync.cfg" 96 16 -e "s/^\[net\]/[net]\nmosaic=$mosaic/" \
             -e 's/^max_batches=.*/max_batches=30/' -e 's/^burn_in=.*/burn_in=5/')

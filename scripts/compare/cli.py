@@ -76,7 +76,7 @@ def options(argv):
     p.add_argument("--emulated-clock", metavar="SPEC", default="",
                    help="on emulated hosts: every rank also keeps a virtual clock on the network SPEC "
                    "(SELSYNC_VIRTUAL's form, e.g. bandwidth=944Mbit,latency=33us) with its computation in wall "
-                   "time, so that one run gives the measured and the modelled times (scripts/validate-virtual.py)")
+                   "time, so that one run gives the measured and the modelled times (scripts/experiments/validate-virtual.py)")
     p.add_argument("--jobs", type=int, help="runs at the same time (default 1; quick 4); more than 1 "
                    "distorts the times, so only for checking the pipeline")
     p.add_argument("--run-timeout", type=int, help="seconds after which a run counts as failed "
@@ -181,7 +181,7 @@ def rebuild(args, gnuplot):
 def main(argv):
     args = options(argv)
     started = time.time()
-    command = " ".join(["scripts/compare-methods.py"] + argv)
+    command = " ".join(["scripts/experiments/compare-methods.py"] + argv)
     darknet = os.path.join(os.environ.get("SELSYNC_BUILD_DIR", os.path.join(ROOT, "build")), "darknet")
     if not os.access(darknet, os.X_OK):
         fail("%s is missing: build first (cmake -S . -B build && cmake --build build)" % darknet)

@@ -18,7 +18,7 @@ def prepare_data(args, out, work):
     log = os.path.join(work, "prepare.log")
     fm = os.path.join(ROOT, "data", "fashion-mnist")
     with open(log, "a") as f:
-        if subprocess.call([py, os.path.join(ROOT, "scripts", "prepare-fashion-mnist.py")],
+        if subprocess.call([py, os.path.join(ROOT, "scripts", "data", "prepare-fashion-mnist.py")],
                            stdout=f, stderr=subprocess.STDOUT):
             fail("preparing Fashion-MNIST failed:\n" + open(log).read()[-2000:])
     valid = read_list(os.path.join(fm, "valid.list"))
@@ -55,7 +55,7 @@ def prepare_data(args, out, work):
             det_dir = os.path.join(work, "fmnist-det")
             opts = ["--train", "64", "--valid", "16"]
         with open(log, "a") as f:
-            if subprocess.call([py, os.path.join(ROOT, "scripts", "make-detection-set.py"), "--out", det_dir]
+            if subprocess.call([py, os.path.join(ROOT, "scripts", "data", "make-detection-set.py"), "--out", det_dir]
                                + opts, stdout=f, stderr=subprocess.STDOUT):
                 fail("making the detection set failed:\n" + open(log).read()[-2000:])
         dvalid = read_list(os.path.join(det_dir, "valid.list"))[:args.det_eval_images]

@@ -18,7 +18,7 @@ PAPER = {"drift": 0, "agree": "any"}
 
 def methods(steps, extra=False, named=()):
     """(key, label, [selsync] settings) of every method, for a step budget;
-    extra: also the frontier's (scripts/frontier.py), run only when named;
+    extra: also the frontier's (scripts/experiments/frontier.py), run only when named;
     named: keys BASE+KEY=VALUE[+...], the method BASE with those [selsync]
     settings added or replaced (a BASE that is not a method is left out)."""
     a = max(2, steps // 4)

@@ -50,7 +50,7 @@ cluster_up() {
 
 fmnist_data() {
     data="$src/data/fashion-mnist"
-    python3 "$src/scripts/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
+    python3 "$src/scripts/data/prepare-fashion-mnist.py" --out "$data" >"$work/prepare.log" 2>&1 \
         || { cat "$work/prepare.log"; echo "0 passed, 1 failed"; exit 1; }
     sed "s#^backup=.*#backup=$work/backup#" "$data/fmnist.data" >"$work/fmnist.data"
 }

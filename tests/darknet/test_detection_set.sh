@@ -1,12 +1,12 @@
 #!/bin/sh
 # Usage: test_detection_set.sh OUT_BASE
-# Checks scripts/make-detection-set.py: counts, label format and ranges,
+# Checks scripts/data/make-detection-set.py: counts, label format and ranges,
 # determinism (same seed -> identical images and labels, other seed differs),
 # idempotence (second run is a no-op), the progress line and the
 # missing-source error.
 set -u
 base=$1
-script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/make-detection-set.py
+script=$(cd "$(dirname "$0")/../.." && pwd)/scripts/data/make-detection-set.py
 rm -rf "$base"; mkdir -p "$base"
 . "$(dirname "$0")/../common/checks.sh"
 

@@ -2,7 +2,7 @@
 # Usage: test_stock_equal.sh DARKNET SOURCE_DIR DOWNLOAD_DIR WORK_DIR [OPENMP]
 # A cfg without [selsync] behaves like stock Darknet in one process. Four
 # programs run the same `partial` and `classifier train`:
-#   stock    the unpatched Debian tarball (scripts/fetch-darknet.sh), built
+#   stock    the unpatched Debian tarball (scripts/build/fetch-darknet.sh), built
 #            with its own Makefile;
 #   ref      the tarball with patches/series, the same Makefile, REFERENCE=1
 #            (Darknet's own loops and gemm);
@@ -29,9 +29,9 @@ rm -rf "$work"; mkdir -p "$work"
 export OPENBLAS_NUM_THREADS=1
 give_up() { cat "$1"; echo "0 passed, 1 failed"; exit 1; }
 
-sh "$src/scripts/fetch-darknet.sh" "$work/stock-src" "$cache" >"$work/fetch.log" 2>&1 || give_up "$work/fetch.log"
+sh "$src/scripts/build/fetch-darknet.sh" "$work/stock-src" "$cache" >"$work/fetch.log" 2>&1 || give_up "$work/fetch.log"
 cp -a "$work/stock-src" "$work/ref-src"
-sh "$src/scripts/apply-patches.sh" "$work/ref-src" "$src/patches" >"$work/apply.log" 2>&1 || give_up "$work/apply.log"
+sh "$src/scripts/build/apply-patches.sh" "$work/ref-src" "$src/patches" >"$work/apply.log" 2>&1 || give_up "$work/apply.log"
 cp -a "$work/ref-src" "$work/cblas-src"
 make -C "$work/stock-src" -j2 >"$work/make-stock.log" 2>&1 || give_up "$work/make-stock.log"
 make -C "$work/ref-src" -j2 REFERENCE=1 >"$work/make-ref.log" 2>&1 || give_up "$work/make-ref.log"

@@ -14,7 +14,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 spec = importlib.util.spec_from_file_location(
-    "prepare", os.path.join(HERE, "..", "..", "scripts", "prepare-fashion-mnist.py"))
+    "prepare", os.path.join(HERE, "..", "..", "scripts", "data", "prepare-fashion-mnist.py"))
 prepare = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(prepare)
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_compare_quick.sh SOURCE_DIR WORK_DIR
-# scripts/compare-methods.py --quick end to end (emulated hosts where network
+# scripts/experiments/compare-methods.py --quick end to end (emulated hosts where network
 # namespaces are permitted, shared memory with modelled times elsewhere):
 #  - it exits 0 and writes one results folder with the tables (which
 #    record the machine, the commit, the OPENBLAS_* environment, the
@@ -21,7 +21,7 @@ set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
-compare="python3 $src/scripts/compare-methods.py"
+compare="python3 $src/scripts/experiments/compare-methods.py"
 # short (Open MPI's socket paths in it must fit) and of this run only
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cq.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_compare_virtual.sh SOURCE_DIR WORK_DIR
-# scripts/compare-methods.py --quick --virtual --ranks 4 end to end, in
+# scripts/experiments/compare-methods.py --quick --virtual --ranks 4 end to end, in
 # shared memory with virtual time:
 #  - it exits 0 and writes one results folder whose tables name virtual
 #    time and the modelled network, with rows for Darknet's multi-GPU scheme
@@ -20,7 +20,7 @@ set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
-timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 4 --suites iid,wide \
+timeout 600 python3 "$src/scripts/experiments/compare-methods.py" --quick --virtual --ranks 4 --suites iid,wide \
     --results "$work/results" >"$work/out.txt" 2>&1
 rc=$?
 cat "$work/out.txt"
@@ -55,7 +55,7 @@ lc=$(field wide local comm_s) lt=$(field wide local training_s)
 check "wide local SGD: communication $lc s, under a third of BSP's, and within its training time $lt s" \
     'awk -v c="$lc" -v b="$c" -v t="$lt" "BEGIN { exit !(c > 0 && c < b / 3 && c < t) }"'
 
-timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 2 --suites iid --methods bsp \
+timeout 600 python3 "$src/scripts/experiments/compare-methods.py" --quick --virtual --ranks 2 --suites iid --methods bsp \
     --seed 5 --stragglers jitter=1:1s --results "$work/jitter" >"$work/jitter.txt" 2>&1
 rc=$?
 check "--stragglers jitter=1:1s exits 0" '[ $rc -eq 0 ]'
@@ -65,12 +65,12 @@ check "--stragglers: the header names the jitter with the run's seed" \
     'grep -q "SELSYNC_VIRTUAL=bandwidth=1000Mbit,latency=50us,jitter=1:1s:5" "$jout/comparison.md"'
 jt=$(field iid bsp training_s)
 check "--stragglers jitter=1:1s: BSP's 4 steps take at least 4 s ($jt s)" 'awk -v t="$jt" "BEGIN { exit !(t >= 4) }"'
-python3 "$src/scripts/compare-methods.py" --quick --stragglers slow=1:2 --results "$work/no" >"$work/no.txt" 2>&1
+python3 "$src/scripts/experiments/compare-methods.py" --quick --stragglers slow=1:2 --results "$work/no" >"$work/no.txt" 2>&1
 check "--stragglers without --virtual: refused" '[ $? -ne 0 ] && grep -q "stragglers goes with --virtual" "$work/no.txt"'
-python3 "$src/scripts/compare-methods.py" --quick --virtual --stragglers bandwidth=1Mbit --results "$work/no" >"$work/no2.txt" 2>&1
+python3 "$src/scripts/experiments/compare-methods.py" --quick --virtual --stragglers bandwidth=1Mbit --results "$work/no" >"$work/no2.txt" 2>&1
 check "--stragglers with another part: refused" '[ $? -ne 0 ] && grep -q "expected slow=R:F" "$work/no2.txt"'
 
-timeout 600 python3 "$src/scripts/compare-methods.py" --quick --virtual --ranks 4 --suites label-inject \
+timeout 600 python3 "$src/scripts/experiments/compare-methods.py" --quick --virtual --ranks 4 --suites label-inject \
     --settings-net wide --methods bsp --results "$work/wide-settings" >"$work/wide-settings.txt" 2>&1
 rc=$?
 cat "$work/wide-settings.txt"

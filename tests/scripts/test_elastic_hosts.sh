@@ -32,7 +32,7 @@ trap 'exit 1' INT TERM HUP
 prefix=$tmp/prefix
 "${CMAKE:-cmake}" --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
 check "selsync-elastic is installed beside darknet" '[ -x "$prefix/bin/selsync-elastic" ] && [ -x "$prefix/bin/darknet" ]'
-python3 "$prefix/share/selsync-darknet/scripts/prepare-fashion-mnist.py" --out "$tmp/data" \
+python3 "$prefix/share/selsync-darknet/scripts/data/prepare-fashion-mnist.py" --out "$tmp/data" \
     --train-limit 512 --valid-limit 64 >"$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; exit 1; }
 mkdir "$tmp/run"
 every=50 steps=400

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_figures.sh SOURCE_DIR WORK_DIR
-# scripts/check-figures.py on the repository: every figure that README.md
+# scripts/check/check-figures.py on the repository: every figure that README.md
 # and docs/results.md state is recomputed from the committed data and
 # matches. Then on copies of the pages and the list (docs/ linked): a
 # figure altered on the page, a figure altered on the page and in the
@@ -11,7 +11,7 @@ set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work/root/docs"
 . "$src/tests/common/checks.sh"
-figures() { python3 "$src/scripts/check-figures.py" "$@"; }
+figures() { python3 "$src/scripts/check/check-figures.py" "$@"; }
 
 figures >"$work/repo.txt" 2>&1
 check "the repository's figures all match ($(tail -1 "$work/repo.txt"))" '[ $? -eq 0 ]'

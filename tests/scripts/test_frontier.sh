@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_frontier.sh SOURCE_DIR WORK_DIR
-# scripts/frontier.py --quick (bsp and fedavg-2, seeds 1 and 2, 2 ranks in
+# scripts/experiments/frontier.py --quick (bsp and fedavg-2, seeds 1 and 2, 2 ranks in
 # virtual time) end to end:
 #  - it exits 0 and writes the table (with the machine, the OpenBLAS kernel
 #    and the threads per rank), the TSV and the plot; one row per run
@@ -24,7 +24,7 @@ src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
 out=$work/frontier
-front() { timeout 600 python3 "$src/scripts/frontier.py" --quick --results "$out" "$@"; }
+front() { timeout 600 python3 "$src/scripts/experiments/frontier.py" --quick --results "$out" "$@"; }
 front >"$work/first.txt" 2>&1
 rc=$?
 cat "$work/first.txt"

@@ -33,11 +33,11 @@ check "no run path in the installed darknet" \
 installed=$(ls "$share/cfg" 2>/dev/null) wanted=$(cd "$src/cfg" && ls ./*.cfg | sed 's#^\./##')
 check "every cfg of cfg/ installed" '[ -n "$wanted" ] && [ "$installed" = "$wanted" ]'
 check "the data scripts installed, executable" \
-    '[ -x "$share/scripts/prepare-fashion-mnist.py" ] && [ -x "$share/scripts/make-detection-set.py" ]'
+    '[ -x "$share/scripts/data/prepare-fashion-mnist.py" ] && [ -x "$share/scripts/data/make-detection-set.py" ]'
 check "the documentation installed beside the README" '[ -s "$doc/README.md" ] && [ -s "$doc/docs/usage.md" ]'
 check "the comparison's raw runs not installed" '[ -d "$doc/docs/comparison" ] && [ ! -e "$doc/docs/comparison/runs" ]'
 
-python3 "$share/scripts/prepare-fashion-mnist.py" --out "$tmp/data" --train-limit 256 --valid-limit 64 \
+python3 "$share/scripts/data/prepare-fashion-mnist.py" --out "$tmp/data" --train-limit 256 --valid-limit 64 \
     >"$work/prepare.log" 2>&1
 check "the installed prepare-fashion-mnist.py writes a data set" '[ $? -eq 0 ] && [ -s "$tmp/data/fmnist.data" ]' \
     || cat "$work/prepare.log"

@@ -54,8 +54,8 @@ for c in "$src"/cfg/*.cfg; do
     paths | grep -qx "./usr/share/selsync-darknet/cfg/$(basename "$c")" || missing="$missing $(basename "$c")"
 done
 check "every cfg of cfg/ packaged (missing:${missing:- none})" '[ -z "$missing" ]'
-check "the data scripts packaged" 'paths | grep -qx ./usr/share/selsync-darknet/scripts/prepare-fashion-mnist.py &&
-    paths | grep -qx ./usr/share/selsync-darknet/scripts/make-detection-set.py'
+check "the data scripts packaged" 'paths | grep -qx ./usr/share/selsync-darknet/scripts/data/prepare-fashion-mnist.py &&
+    paths | grep -qx ./usr/share/selsync-darknet/scripts/data/make-detection-set.py'
 check "the README and Darknet's licence packaged" 'paths | grep -qx ./usr/share/doc/selsync-darknet/README.md &&
     paths | grep -qx ./usr/share/doc/selsync-darknet/LICENSE.darknet'
 check "every file owned by root" '[ "$(awk "\$2 != \"root/root\"" "$work/contents.txt" | wc -l)" -eq 0 ]'
@@ -68,7 +68,7 @@ check "selsync-elastic is executable and parses" \
 check "the packaged darknet is stripped, with no run path" \
     'readelf -S -d "$root/usr/bin/darknet" >"$work/elf.txt" && ! grep -Eq "\.debug_info|RPATH|RUNPATH" "$work/elf.txt"'
 share=$root/usr/share/selsync-darknet
-python3 "$share/scripts/prepare-fashion-mnist.py" --out "$work/data" --train-limit 256 --valid-limit 64 \
+python3 "$share/scripts/data/prepare-fashion-mnist.py" --out "$work/data" --train-limit 256 --valid-limit 64 \
     >"$work/prepare.log" 2>&1
 check "the packaged prepare-fashion-mnist.py writes a data set" '[ $? -eq 0 ] && [ -s "$work/data/fmnist.data" ]' \
     || cat "$work/prepare.log"

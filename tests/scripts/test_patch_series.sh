@@ -57,7 +57,7 @@ groups | grep -q '^none ' && bad "patches outside any group: $(groups | sed -n '
 fixes=$(groups | sed -n 's/^fix //p')
 [ -n "$fixes" ] && ok || bad "no upstream fixes in series"
 
-sh "$src/scripts/fetch-darknet.sh" "$work/pristine" "$cache" >/dev/null || { echo "FAIL fetch"; exit 1; }
+sh "$src/scripts/build/fetch-darknet.sh" "$work/pristine" "$cache" >/dev/null || { echo "FAIL fetch"; exit 1; }
 
 # Each upstream fix alone on a fresh pristine tree.
 mkdir -p "$work/alone"
@@ -65,7 +65,7 @@ for name in $fixes; do
     printf '%s\n' "$name" >"$work/alone/series"
     cp "$src/patches/$name" "$work/alone/"
     rm -rf "$work/alone-tree" && cp -a "$work/pristine" "$work/alone-tree"
-    sh "$src/scripts/apply-patches.sh" "$work/alone-tree" "$work/alone" >"$work/alone.out" 2>&1 \
+    sh "$src/scripts/build/apply-patches.sh" "$work/alone-tree" "$work/alone" >"$work/alone.out" 2>&1 \
         && ok || { bad "upstream fix $name does not apply alone to the pristine tree"; sed 's/^/  /' "$work/alone.out"; }
 done
 rm -rf "$work/alone-tree"
@@ -76,7 +76,7 @@ mkdir -p "$work/one"
 names | while read -r name; do
     printf '%s\n' "$name" >"$work/one/series"
     cp "$src/patches/$name" "$work/one/"
-    sh "$src/scripts/apply-patches.sh" "$work/tree" "$work/one" >/dev/null || { echo "FAIL $name does not apply"; exit 1; }
+    sh "$src/scripts/build/apply-patches.sh" "$work/tree" "$work/one" >/dev/null || { echo "FAIL $name does not apply"; exit 1; }
     make -C "$work/tree" -j2 >"$work/build.log" 2>&1 || { echo "FAIL tree does not build after $name"; tail -5 "$work/build.log"; exit 1; }
     echo "built after $name"
 done && ok || bad "series, patch by patch"
@@ -121,14 +121,14 @@ rc=$?
 
 # The whole series at once matches the patch-by-patch result.
 cp -a "$work/pristine" "$work/whole"
-sh "$src/scripts/apply-patches.sh" "$work/whole" "$src/patches" >/dev/null || bad "series does not apply"
+sh "$src/scripts/build/apply-patches.sh" "$work/whole" "$src/patches" >/dev/null || bad "series does not apply"
 make -C "$work/tree" clean >/dev/null 2>&1
 diff -r -q -x obj -x backup -x results "$work/whole" "$work/tree" >/dev/null && ok || bad "whole series differs from patch by patch"
 
 # Applying twice fails on the first patch, naming it, and changes nothing.
 cp -a "$work/whole" "$work/twice"
 first=$(names | head -n 1)
-if sh "$src/scripts/apply-patches.sh" "$work/twice" "$src/patches" 2>"$work/twice.err"; then
+if sh "$src/scripts/build/apply-patches.sh" "$work/twice" "$src/patches" 2>"$work/twice.err"; then
     bad "applying the series twice succeeded"
 else
     grep -qF "patch $first does not apply" "$work/twice.err" && grep -q "hunk\|Reversed\|previously applied" "$work/twice.err" \
@@ -138,14 +138,14 @@ fi
 
 # A missing patch named in series is an error.
 mkdir -p "$work/broken" && printf 'no-such.patch\n' >"$work/broken/series"
-sh "$src/scripts/apply-patches.sh" "$work/pristine" "$work/broken" 2>"$work/broken.err" \
+sh "$src/scripts/build/apply-patches.sh" "$work/pristine" "$work/broken" 2>"$work/broken.err" \
     && bad "missing patch accepted" || { grep -qF "no-such.patch" "$work/broken.err" && ok || bad "missing patch not named"; }
 
 # Comment lines, indented ones too, and blank lines in series are skipped.
 mkdir -p "$work/comments" && cp "$src/patches/$first" "$work/comments/"
 printf '# a group\n\n   # indented\n\t\n%s\n' "$first" >"$work/comments/series"
 cp -a "$work/pristine" "$work/commented"
-sh "$src/scripts/apply-patches.sh" "$work/commented" "$work/comments" >"$work/comments.out" 2>&1 \
+sh "$src/scripts/build/apply-patches.sh" "$work/commented" "$work/comments" >"$work/comments.out" 2>&1 \
     && grep -q 'applied 1 patches' "$work/comments.out" && ok || { bad "comments in series not skipped"; cat "$work/comments.out"; }
 
 echo "$pass passed, $fail failed"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_regret.sh SOURCE_DIR WORK_DIR
-# scripts/regret.py on two workloads written here (frontier.tsv files of 3
+# scripts/experiments/regret.py on two workloads written here (frontier.tsv files of 3
 # seeds): the best FedAvg period of each (fedavg-2 on one, fedavg-8 on the
 # other), every method's paired regret in points (mean ± sd of the per-seed
 # regret), bytes against the best period's, the row over the workloads
@@ -21,7 +21,7 @@ rows() { # METHOD MB SECONDS FINAL1 FINAL2 FINAL3
   rows selsync 400000 8 0.7990 0.8080 0.8200; } >"$work/a/frontier.tsv"
 { printf "$head"; rows fedavg-2 2000000 10 0.7000 0.7000 0.7000; rows fedavg-8 500000 8 0.7200 0.7250 0.7300
   rows selsync 400000 8 0.7200 0.7200 0.7300; printf '3\tbsp\tdiverged at step 5\t0\t0\t0\n'; } >"$work/b/frontier.tsv"
-regret() { python3 "$src/scripts/regret.py" --out "$work/out" "$@"; }
+regret() { python3 "$src/scripts/experiments/regret.py" --out "$work/out" "$@"; }
 
 regret A="$work/a" B="$work/b" >"$work/ab.txt" 2>&1
 check "exits 0 and writes regret.md" '[ $? -eq 0 ] && [ -s "$work/out/regret.md" ]'

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: test_scaling.sh SOURCE_DIR WORK_DIR
-# scripts/scaling.py --quick (bsp and selsync at 2 and 4 ranks in virtual
+# scripts/experiments/scaling.py --quick (bsp and selsync at 2 and 4 ranks in virtual
 # time) end to end:
 #  - it exits 0 and writes one results folder with the table, the TSV, the
 #    plot and one compare-methods folder per rank count;
@@ -14,7 +14,7 @@ set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
-timeout 600 python3 "$src/scripts/scaling.py" --quick --results "$work/results" >"$work/out.txt" 2>&1
+timeout 600 python3 "$src/scripts/experiments/scaling.py" --quick --results "$work/results" >"$work/out.txt" 2>&1
 rc=$?
 cat "$work/out.txt"
 check "exits 0" '[ $rc -eq 0 ]'

@@ -3,12 +3,12 @@
 time to a common accuracy against the number of ranks, one table and one
 plot.
 
-Usage: scripts/scaling.py [--ranks 4,8,16,32] [--methods bsp,selsync-0.3]
+Usage: scripts/experiments/scaling.py [--ranks 4,8,16,32] [--methods bsp,selsync-0.3]
            [--suite wide] [--steps S] [--batch B] [--eval-every K]
            [--lr-rule cfg|linear] [--bandwidth RATE] [--jobs J] [--quick]
            [--results DIR]
 
-Every rank count runs scripts/compare-methods.py --virtual (each rank a
+Every rank count runs scripts/experiments/compare-methods.py --virtual (each rank a
 machine of its own on the modelled network, whatever the cores here) with
 the same per-rank batch, step budget and learning-rate rule (cfg, the
 default: the cfg's rate at every global batch; linear: the rate grows with
@@ -36,13 +36,13 @@ import sys
 import time
 
 # the modules: scripts/compare/
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for compare/
 from compare.common import draw_png  # noqa: E402
 from compare.metrics import WARMUP, quantile, read_metrics  # noqa: E402
 from compare.provenance import write_machine_txt  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMPARE = os.path.join(ROOT, "scripts", "experiments", "compare-methods.py")
 
 
 def fail(msg):
@@ -194,7 +194,7 @@ def main():
     with open(os.path.join(out, "scaling.md"), "w") as f:
         f.write("# Scaling in virtual time\n\n`%s` (%.0f s)\n\n%s\n\nvs bsp: BSP's time to the score over this "
                 "run's, at the same rank count. Plot: scaling.png.\n"
-                % (" ".join(["scripts/scaling.py"] + sys.argv[1:]), time.time() - started, text))
+                % (" ".join(["scripts/experiments/scaling.py"] + sys.argv[1:]), time.time() - started, text))
     print("\n" + text + "\n\nscaling: %s (%.0f s)" % (os.path.join(out, "scaling.md"), time.time() - started))
 
 

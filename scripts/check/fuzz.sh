@@ -17,7 +17,7 @@
 # Environment: CMAKE, FUZZ_CC (default clang), FUZZ_JOBS (build jobs, 2).
 # Reproduce one input with: BUILD/fuzz/fuzz_HARNESS FILE
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build_dir=${SELSYNC_BUILD_DIR:-$root/build}
 cmake=${CMAKE:-cmake}
 limit="-max_total_time=60" out="" seed=1 build=1 run=1

@@ -2,7 +2,7 @@
 # Checks the Debian package the way a user on a fresh Debian bookworm machine
 # gets it: in a minimal chroot, where a library missing from the package's
 # Depends cannot be hidden by what this machine has installed (as it can for
-# scripts/check-package.sh):
+# scripts/package/check-package.sh):
 #   1. builds darknet in BUILD (default build/, or SELSYNC_BUILD_DIR) and
 #      selsync-darknet_VERSION_ARCH.deb with cpack (or takes the .deb given
 #      as DEB, the second argument or the environment variable);
@@ -16,7 +16,7 @@
 #      alone, resolved from the mirror, must let /usr/bin/darknet load its
 #      libraries (checked with ldd); then python3 and dataset-fashion-mnist,
 #      which the package recommends, with apt-get;
-#   4. in the chroot, scripts/package-train-check.sh as check-package.sh runs it: a small
+#   4. in the chroot, scripts/package/package-train-check.sh as check-package.sh runs it: a small
 #      Fashion-MNIST set with the installed prepare-fashion-mnist.py, trains
 #      /usr/bin/darknet on 2 MPI ranks with an installed cfg and checks the
 #      job: exit 0, the summary of 2 ranks and 20 steps, a metrics file per
@@ -29,9 +29,9 @@
 # where missing). The chroot is removed at the end (SELSYNC_KEEP_CHROOT=1 keeps
 # it); when a step fails, the logs stay in the temporary folder it names.
 # Needs root and the Debian mirror. Exit status 0 when every step passed.
-# Usage: scripts/check-package-chroot.sh [BUILD [DEB]]
+# Usage: scripts/package/check-package-chroot.sh [BUILD [DEB]]
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-${SELSYNC_BUILD_DIR:-$root/build}}
 build=${build%/}
 deb=${2:-${DEB:-}}
@@ -131,8 +131,8 @@ trap 'exit 1' INT TERM HUP
 if [ -n "$deb" ]; then
     step "the package $deb"
 else
-    step "build darknet in $build and the package (scripts/package-build.sh)"
-    deb=$(sh "$root/scripts/package-build.sh" "$build" "$work")
+    step "build darknet in $build and the package (scripts/package/package-build.sh)"
+    deb=$(sh "$root/scripts/package/package-build.sh" "$build" "$work")
 fi
 [ "$(dpkg-deb -f "$deb" Architecture)" = "$arch" ] || fail "$(basename "$deb") is not for $arch"
 echo "   $(basename "$deb"): Depends: $(dpkg-deb -f "$deb" Depends)"
@@ -249,8 +249,8 @@ in_root_log "$work/install-data.log" apt-get install -y --no-install-recommends 
 in_root apt-get autoclean >/dev/null 2>&1 || true
 save_apt_cache
 
-step "train the installed darknet in the chroot (scripts/package-train-check.sh)"
-cp "$root/scripts/package-train-check.sh" "$r/check/"
+step "train the installed darknet in the chroot (scripts/package/package-train-check.sh)"
+cp "$root/scripts/package/package-train-check.sh" "$r/check/"
 in_root_log "$work/train-check.log" sh /check/package-train-check.sh /check \
     || { show "$work/train-check.log"; fail "the installed darknet did not train in the chroot (log: $work/train-check.log; its logs in /check of the chroot)"; }
 grep '^   selsync: summary' "$work/train-check.log" || true

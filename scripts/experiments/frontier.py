@@ -4,12 +4,12 @@ grid, with several seeds, in virtual time; final held-out score against
 bytes sent per rank and against training time, mean and spread over the
 seeds. Resumable: a run whose results are there is not run again.
 
-Usage: scripts/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
+Usage: scripts/experiments/frontier.py [--suite wide|det|...] [--ranks 16] [--seeds 1,2,3]
            [--methods KEY,...] [--steps S] [--batch B] [--eval-images N]
            [--bandwidth RATE] [--stragglers SPEC] [--lr-rule cfg|linear] [--det-cfg CFG] [--jobs J]
            [--eval-every K] [--target SCORE] [--real] [--quick] [--results DIR]
 
-Each (seed, method) is one scripts/compare-methods.py --virtual run (each
+Each (seed, method) is one scripts/experiments/compare-methods.py --virtual run (each
 rank a machine of its own on the modelled network, whatever the cores here;
 with --real, ranks over real MPI between emulated hosts instead, whose
 times are measured and need the cores) in RESULTS/seed-S/METHOD/; a run is done when its summary.tsv is there, so
@@ -63,13 +63,13 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for compare/
 from compare.common import draw_png, fedavg_period, seeds_of, spread  # noqa: E402  (the modules: scripts/compare/)
 from compare.metrics import read_metrics  # noqa: E402
 from compare.provenance import write_machine_txt  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COMPARE = os.path.join(ROOT, "scripts", "compare-methods.py")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMPARE = os.path.join(ROOT, "scripts", "experiments", "compare-methods.py")
 GRID = ("bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,selsync-0.05,selsync-0.1,selsync-0.3,selsync-0.5,"
         "selsync-target-0.05,selsync-target-0.1,selsync-target-0.25,selsync-target-0.5,selsync-qsr,"
         "selsync-drift-1e-4,selsync-drift-3e-4,selsync-drift-1e-3,fedavg-4-outer,selsync-0.3-outer,selsync")

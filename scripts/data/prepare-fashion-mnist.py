@@ -136,7 +136,7 @@ def convert(out, src, split, prefix, limit, done, progress):
 def data_folder(name):
     """DATA/name: DATA is the source tree's data/ when this script runs from
     one, else (an installed copy) data/ in the current folder."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     if not os.path.isfile(os.path.join(root, "CMakeLists.txt")):
         root = os.getcwd()
     return os.path.join(root, "data", name)

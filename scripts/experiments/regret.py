@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """SelSync against the best fixed averaging period, workload by workload:
 the regret of every method (the best FedAvg period's mean final score
-minus its own), read from frontier folders (scripts/frontier.py) that ran
+minus its own), read from frontier folders (scripts/experiments/frontier.py) that ran
 the same seeds.
 
-Usage: scripts/regret.py [--out DIR] NAME=FRONTIER_DIR [NAME=FRONTIER_DIR ...]
+Usage: scripts/experiments/regret.py [--out DIR] NAME=FRONTIER_DIR [NAME=FRONTIER_DIR ...]
 
 For each workload (a frontier folder, named NAME in the tables): the
 FedAvg periods it ran (methods fedavg-N), the best of them by mean final
@@ -25,7 +25,7 @@ import os
 import statistics
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for compare/
 from compare.common import fedavg_period, spread  # noqa: E402  (scripts/compare/)
 from compare.provenance import write_machine_txt  # noqa: E402
 
@@ -40,7 +40,7 @@ def read_frontier(folder):
     finished, not diverged runs."""
     path = os.path.join(folder, "frontier.tsv")
     if not os.path.isfile(path):
-        fail("%s: no frontier.tsv (run scripts/frontier.py there first)" % folder)
+        fail("%s: no frontier.tsv (run scripts/experiments/frontier.py there first)" % folder)
     runs = {}
     with open(path) as f:
         head = f.readline().rstrip("\n").split("\t")

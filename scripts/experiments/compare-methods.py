@@ -3,7 +3,7 @@
 rank count and one step budget, then a table in the shape of the paper's
 Table I and plots.
 
-Usage: scripts/compare-methods.py [--quick] [options]
+Usage: scripts/experiments/compare-methods.py [--quick] [options]
 
 Methods: bsp; fedavg every S/4 and every S/8 steps, and C = 0.5 every S/4;
 ssp with staleness 100 and 200; local SGD; selsync with delta 0.3 and 0.5,
@@ -38,7 +38,7 @@ import os
 import sys
 
 # the modules: scripts/compare/
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for compare/
 from compare.cli import main  # noqa: E402
 from compare.common import Failure  # noqa: E402
 

@@ -7,7 +7,7 @@
 set -eu
 
 tree=${1:?usage: apply-patches.sh TREE [PATCH_DIR]}
-dir=${2:-$(cd "$(dirname "$0")/../patches" && pwd)}
+dir=${2:-$(cd "$(dirname "$0")/../../patches" && pwd)}
 [ -f "$dir/series" ] || { echo "apply-patches: no series file in $dir" >&2; exit 1; }
 
 n=0

@@ -2,20 +2,20 @@
 # Checks the Debian package the way a user installs it, on a machine without
 # it (CI runs this after scripts/test.sh):
 #   1. builds darknet in BUILD (default build/, or SELSYNC_BUILD_DIR) and
-#      selsync-darknet_VERSION_ARCH.deb with cpack (scripts/package-build.sh);
+#      selsync-darknet_VERSION_ARCH.deb with cpack (scripts/package/package-build.sh);
 #   2. installs it with `apt-get install ./FILE.deb` (as root);
 #   3. makes a small Fashion-MNIST set with the installed
 #      prepare-fashion-mnist.py and trains /usr/bin/darknet on 2 MPI ranks
 #      with an installed cfg, from a temporary folder, and checks the job:
 #      exit 0, the summary of 2 ranks and 20 steps, a metrics file per rank
-#      with every step, the weights (scripts/package-train-check.sh);
+#      with every step, the weights (scripts/package/package-train-check.sh);
 #   4. removes the package (`apt-get remove`), also when a step fails, and
 #      checks that /usr/bin/darknet is gone.
 # It refuses to start where darknet or selsync-darknet is installed already
 # (it would replace or remove it). Exit status 0 when every step passed.
-# Usage: scripts/check-package.sh [BUILD]
+# Usage: scripts/package/check-package.sh [BUILD]
 set -eu
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:-${SELSYNC_BUILD_DIR:-$root/build}}
 build=${build%/}
 export OPENBLAS_NUM_THREADS=1 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -57,8 +57,8 @@ finish() {
 trap finish EXIT
 trap 'exit 1' INT TERM HUP
 
-step "build darknet in $build and the package (scripts/package-build.sh)"
-deb=$(sh "$root/scripts/package-build.sh" "$build" "$work")
+step "build darknet in $build and the package (scripts/package/package-build.sh)"
+deb=$(sh "$root/scripts/package/package-build.sh" "$build" "$work")
 echo "   $(basename "$deb"): Depends: $(dpkg-deb -f "$deb" Depends)"
 
 step "apt-get install ./$(basename "$deb")"
@@ -69,6 +69,6 @@ owner=$(dpkg -S /usr/bin/darknet 2>/dev/null | cut -d: -f1)
 [ "$owner" = selsync-darknet ] || fail "/usr/bin/darknet belongs to '${owner:-no package}', not selsync-darknet"
 echo "   /usr/bin/darknet from selsync-darknet $(dpkg-query -W -f='${Version}' selsync-darknet)"
 
-step "train the installed darknet (scripts/package-train-check.sh)"
-sh "$root/scripts/package-train-check.sh" "$work"
+step "train the installed darknet (scripts/package/package-train-check.sh)"
+sh "$root/scripts/package/package-train-check.sh" "$work"
 cd /

@@ -5,7 +5,7 @@ For every rank count and link rate asked for: calibrates the modelled
 network on emulated hosts with links of that rate (scripts/calibrate-
 virtual.sh: the bandwidth from the transport's large ring all-reduces, the
 latency from a 4 KiB one; the highest bandwidth of three), then runs one comparison with
-scripts/compare-methods.py on those hosts in which every rank also keeps a
+scripts/experiments/compare-methods.py on those hosts in which every rank also keeps a
 virtual clock on the calibrated network with its computation in wall time
 (--emulated-clock). Each run so gives the time it took on the emulated
 network and the time the model gives for the same steps, the same
@@ -20,7 +20,7 @@ case. The comparisons' own options (steps, suites, methods, ...) follow
 `--`.
 
 Example:
-  scripts/validate-virtual.py --ranks 2,4 --rates 1gbit,100mbit -- \\
+  scripts/experiments/validate-virtual.py --ranks 2,4 --rates 1gbit,100mbit -- \\
       --suites iid,wide --methods bsp,selsync-0.3,fedavg-15,ssp-100 --steps 60
 """
 import argparse
@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from compare.metrics import read_metrics  # noqa: E402
 from compare.provenance import write_machine_txt  # noqa: E402
@@ -63,7 +63,7 @@ def compare(results, extra):
     """Runs compare-methods.py into a fresh folder under results; its folder."""
     os.makedirs(results, exist_ok=True)
     before = set(os.listdir(results))
-    cmd = [sys.executable, os.path.join(ROOT, "scripts", "compare-methods.py"), "--results", results] + extra
+    cmd = [sys.executable, os.path.join(ROOT, "scripts", "experiments", "compare-methods.py"), "--results", results] + extra
     sys.stderr.write("validate-virtual: %s\n" % " ".join(cmd))
     if subprocess.run(cmd).returncode:
         sys.exit("validate-virtual: the comparison failed")
@@ -145,7 +145,7 @@ def main():
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
     with open(os.path.join(out, "VALIDATION.md"), "w") as f:
-        f.write("Command: `%s`\n\n" % " ".join(["scripts/validate-virtual.py"] + sys.argv[1:]) + "\n".join(lines) + "\n")
+        f.write("Command: `%s`\n\n" % " ".join(["scripts/experiments/validate-virtual.py"] + sys.argv[1:]) + "\n".join(lines) + "\n")
     print("validate-virtual: %s" % os.path.join(out, "VALIDATION.md"), file=sys.stderr)
 
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Usage: package-train-check.sh DIR
-# What scripts/check-package.sh and check-package-chroot.sh check of an
+# What scripts/package/check-package.sh and check-package-chroot.sh check of an
 # installed selsync-darknet (on this machine, or inside a chroot): a small
 # Fashion-MNIST set made in DIR/data by the installed
 # prepare-fashion-mnist.py, then /usr/bin/darknet trains the installed
@@ -16,7 +16,7 @@ fail() { echo "package-train-check: FAILED: $*" >&2; exit 1; }
 show() { echo "--- last lines of $1:" >&2; tail -n 30 "$1" >&2; }
 
 echo "== prepare a small Fashion-MNIST set with the installed script"
-python3 "$share/scripts/prepare-fashion-mnist.py" --out "$dir/data" --train-limit 512 --valid-limit 100 \
+python3 "$share/scripts/data/prepare-fashion-mnist.py" --out "$dir/data" --train-limit 512 --valid-limit 100 \
     >"$dir/prepare.log" 2>&1 || { show "$dir/prepare.log"; fail "prepare-fashion-mnist.py failed (log: $dir/prepare.log)"; }
 
 echo "== train 2 ranks with /usr/bin/darknet"
