@@ -157,6 +157,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
     e->perm = calloc((size_t)world, sizeof *e->perm);
     e->seg = malloc(2 * e->nt * sizeof *e->seg); /* a param and a momentum per tensor */
     e->tsq = calloc(e->nt, sizeof *e->tsq);
+    e->tmoved = calloc(e->nt, sizeof *e->tmoved);
     e->tbad = calloc(e->nt, 1);
     e->measured = calloc(e->nt, 1);
     e->snap_off = calloc(e->nt, sizeof *e->snap_off);
@@ -178,7 +179,7 @@ selsync_status selsync_engine_create(const selsync_config *cfg, const selsync_co
         goto nomem;
     if (selsync_config_outer(cfg) && !(e->outer_u = calloc(n_trained + 1, sizeof *e->outer_u))) goto nomem;
     if (!e->t || !e->ring || !e->sq || !e->prev || !e->active || !e->flags || !e->change || !e->chosen || !e->payload ||
-        !e->perm || !e->seg || !e->tsq || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && e->measures_change && !e->snap && n_trained) ||
+        !e->perm || !e->seg || !e->tsq || !e->tmoved || !e->tbad || !e->measured || !e->snap_off || !e->ready || !e->late_layers || (model->grad_keeps_residual && e->measures_change && !e->snap && n_trained) ||
         (cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP && n_stat && !e->stats))
         goto nomem;
     memcpy(e->t, model->tensors, e->nt * sizeof *e->t);
@@ -230,6 +231,7 @@ void selsync_engine_destroy(selsync_engine *e)
     free(e->perm);
     free(e->seg);
     free(e->tsq);
+    free(e->tmoved);
     free(e->tbad);
     free(e->measured);
     free(e->snap_off);

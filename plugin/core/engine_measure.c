@@ -13,6 +13,10 @@
  *   leave, block by block while the block is in the cache, and
  *   after_update copies nothing unless the buffers changed in between (a
  *   skipped step, an average of the momentum).
+ * - Drift. With the drift rule the same pass also takes each tensor's
+ *   ||param - anchor||^2 (the same float lanes and blocks as
+ *   engine_sq_diff, so the same bits as a pass of its own), which the
+ *   agreement sends: the agreement itself then reads no tensor.
  * - Smoothing. x_t goes into a ring of the last `window` values; the smoothed
  *   value is the normalised exponentially weighted mean of the m =
  *   min(steps so far, window) newest values:
@@ -117,16 +121,38 @@ static int nonfinite_pair(const float *x, const float *y, size_t n)
     return isnan(bx) | isnan(by) << 1;
 }
 
+/* One block [j, end) of engine_measure_tensor's pass, end - j a multiple
+ * of LANES: the lanes' squares of g - snap into s, of p - a into d (the
+ * drift's distance to the anchor), and p * 0 into nf. Always inlined, and
+ * called with literal NULLs, so that each variant is a loop of its own
+ * without a branch inside. */
+static inline __attribute__((always_inline)) void measure_block(const float *g, const float *snap, const float *p,
+                                                                 const float *a, size_t j, size_t end, float *s,
+                                                                 float *d, float *nf)
+{
+    for (; j < end; j += LANES)
+        for (size_t k = 0; k < LANES; k++) {
+            float v = snap ? g[j + k] - snap[j + k] : g[j + k];
+            s[k] += v * v;
+            nf[k] += p[j + k] * 0.0f;
+            if (a) {
+                float u = p[j + k] - a[j + k];
+                d[k] += u * u;
+            }
+        }
+}
+
 void engine_measure_tensor(selsync_engine *e, size_t i)
 {
     const selsync_tensor *t = &e->t[i];
     const float *g = t->grad, *p = t->param;
     float *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
+    const float *a = e->anchor_sq ? e->anchor + e->snap_off[i] : NULL; /* the drift rule's anchor */
     int residual = snap && e->residual_taken;
     float decay = t->decays ? e->host_update.decay : 0, momentum = e->host_update.momentum;
     float nonfinite[LANES] = {0}, bad = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
     size_t n = t->count, j = 0;
-    double sum = 0;
+    double sum = 0, moved = 0;
     if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
     e->measured[i] = 1;
     if (!e->measures_change) { /* finiteness alone: 0 or an infinite "norm" */
@@ -136,30 +162,28 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
         return;
     }
     while (n - j >= LANES) {
-        float s[LANES] = {0}, block = 0;
+        float s[LANES] = {0}, d[LANES] = {0}, block = 0, dblock = 0;
         size_t j0 = j, end = j + (n - j < BLOCK ? (n - j) / LANES * LANES : BLOCK);
-        if (snap)
-            for (; j < end; j += LANES)
-                for (size_t k = 0; k < LANES; k++) {
-                    float v = g[j + k] - snap[j + k];
-                    s[k] += v * v;
-                    nonfinite[k] += p[j + k] * 0.0f;
-                }
-        else
-            for (; j < end; j += LANES)
-                for (size_t k = 0; k < LANES; k++) {
-                    s[k] += g[j + k] * g[j + k];
-                    nonfinite[k] += p[j + k] * 0.0f;
-                }
-        for (size_t k = 0; k < LANES; k++) block += s[k];
+        if (snap && a) measure_block(g, snap, p, a, j, end, s, d, nonfinite);
+        else if (snap) measure_block(g, snap, p, NULL, j, end, s, d, nonfinite);
+        else if (a) measure_block(g, NULL, p, a, j, end, s, d, nonfinite);
+        else measure_block(g, NULL, p, NULL, j, end, s, d, nonfinite);
+        j = end;
+        for (size_t k = 0; k < LANES; k++) {
+            block += s[k];
+            dblock += d[k];
+        }
         sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
+        if (a) moved += isinf(dblock) ? sq_double(p, a, j0, end) : (double)dblock;
         if (residual) write_residual(snap, g, p, j0, end, decay, momentum);
     }
     sum += sq_double(g, snap, j, n);
+    if (a) moved += sq_double(p, a, j, n);
     if (residual) write_residual(snap, g, p, j, n, decay, momentum);
     for (; j < n; j++) bad += p[j] * 0.0f;
     for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
     e->tsq[i] = sum;
+    e->tmoved[i] = moved;
     e->tbad[i] = isnan(bad);
 }
 

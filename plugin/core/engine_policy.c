@@ -122,14 +122,15 @@ void policy_anchor_norms(selsync_engine *e)
 }
 
 /* This rank's ||x - anchor||^2 / ||anchor||^2 over the trained params
- * (inf when the anchor is 0 and x is not): one pass over the params and
- * the anchor, whose norms are known since it was set. */
+ * (inf when the anchor is 0 and x is not): the distances were taken in the
+ * pass that measured the gradients (engine_measure_tensor; the params do
+ * not change in between), the anchor's norms when it was set. */
 static double drift_of(const selsync_engine *e)
 {
     double moved = 0, size = 0;
     for (size_t i = 0; i < e->nt; i++) {
         if (e->t[i].kind != SELSYNC_TENSOR_TRAINED) continue;
-        moved += engine_sq_diff(e->t[i].param, e->anchor + e->snap_off[i], e->t[i].count);
+        moved += e->tmoved[i];
         size += e->anchor_sq[i];
     }
     return size > 0 ? moved / size : moved > 0 ? INFINITY : 0;

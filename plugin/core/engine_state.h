@@ -49,6 +49,7 @@ struct selsync_engine {
     size_t n_params, n_trained;  /* elements of all params; of the trained ones */
     /* This step's gradient buckets and overlap (engine_aggregate.c). */
     double *tsq;                 /* per tensor: squared norm of this step's own gradient */
+    double *tmoved;              /* per tensor, drift rule: ||param - anchor||^2, taken with tsq */
     uint8_t *tbad;               /* per tensor: a param not finite */
     uint8_t *measured;           /* per tensor: tsq and tbad taken this step */
     size_t *snap_off;            /* per tensor: where its residual is in snap */

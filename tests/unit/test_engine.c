@@ -663,6 +663,60 @@ static void test_sq_diff(void **state)
     free(y);
 }
 
+/* The drift is taken in the pass that measures the gradients: over two
+ * tensors of random values whose lengths end inside a block and inside a
+ * lane, with and without a residual snapshot, the drift of a step equals,
+ * bit for bit, sum ||x - a||^2 / sum ||a||^2 from engine_sq_diff's own
+ * passes over the params and the anchor (the params after step 0's
+ * average; one rank, selsync_comm_single). */
+static void test_drift_taken_while_measuring(void **state)
+{
+    fx *f = *state;
+    enum { A = 100003, B = 5021 };
+    static float pa[A], ga[A], pb[B], gb[B], anchor[A + B];
+    for (int residual = 0; residual <= 1; residual++) {
+        selsync_tensor t[2] = {{pa, ga, A, 0, SELSYNC_TENSOR_TRAINED, 0, 1}, {pb, gb, B, 1, SELSYNC_TENSOR_TRAINED, 0, 0}};
+        selsync_model model = {t, 2, 2, residual, 0};
+        srand(11 + residual);
+        for (size_t j = 0; j < A + B; j++) {
+            float *p = j < A ? &pa[j] : &pb[j - A], *g = j < A ? &ga[j] : &gb[j - A];
+            *p = (float)rand() / RAND_MAX - 0.5f;
+            *g = 1e-2f * ((float)rand() / RAND_MAX - 0.5f);
+        }
+        restart(f, 0, 1);
+        f->comm = selsync_comm_single();
+        f->cfg.warmup = 1;
+        f->cfg.delta = 1e30;
+        f->cfg.drift = 1e6; /* measured, never reached */
+        assert_int_equal(selsync_config_finish(&f->cfg, f->err, sizeof f->err), SELSYNC_OK);
+        assert_int_equal(selsync_engine_create(&f->cfg, &f->comm, &model, &f->e, f->err, sizeof f->err), SELSYNC_OK);
+        for (int k = 0; k < 3; k++) {
+            /* what the step's drift must be: separate passes over the params it measures and the anchor */
+            double want = (engine_sq_diff(pa, anchor, A) + engine_sq_diff(pb, anchor + A, B)) /
+                          (engine_sq_diff(anchor, NULL, A) + engine_sq_diff(anchor + A, NULL, B));
+            assert_int_equal(selsync_engine_before_update(f->e, 1.0, 0.1), SELSYNC_OK);
+            for (size_t j = 0; j < A + B; j++) { /* the host's update */
+                float *p = j < A ? &pa[j] : &pb[j - A];
+                *p -= 1e-3f * ((float)rand() / RAND_MAX - 0.5f);
+            }
+            assert_int_equal(selsync_engine_after_update(f->e), SELSYNC_OK);
+            const selsync_step *s = selsync_engine_last_step(f->e);
+            if (k == 0) { /* the warm-up step's average: the anchor */
+                assert_int_equal(s->decision, SELSYNC_SYNC_STEP);
+                memcpy(anchor, pa, sizeof pa);
+                memcpy(anchor + A, pb, sizeof pb);
+                continue;
+            }
+            assert_int_equal(s->decision, SELSYNC_LOCAL_STEP);
+            assert_true(k == 1 ? want == 0 : want > 0); /* step 1 measures the anchor itself */
+            if (s->drift != want) fail_msg("residual %d, step %d: drift %.17g, separate passes %.17g", residual, k,
+                                           s->drift, want);
+        }
+        selsync_engine_destroy(f->e);
+        f->e = NULL;
+    }
+}
+
 /* The drift rule with lag = 2 over the same moves: step t applies the drift
  * measured at t - 2, and only when that was measured after the last
  * average (2 local steps since): the drift measured just before an average
@@ -2277,6 +2331,7 @@ int main(void)
         T(test_qsr_bound_survives_a_restore),
         T(test_sq_diff),
         T(test_drift_rule),
+        T(test_drift_taken_while_measuring),
         T(test_drift_rule_with_lag),
         T(test_drift_is_the_ranks_mean),
         T(test_agree_mean),
