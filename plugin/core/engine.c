@@ -331,6 +331,7 @@ selsync_status selsync_engine_before_update(selsync_engine *e, double loss, doub
      * described update touches the buffers before after_update */
     e->residual_taken = e->snap && e->host_update_known && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS &&
                         !e->overlapping;
+    e->update_applied = e->residual_taken && e->host_update.rates && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP;
     int bad = engine_measure(e);
     if (bad) e->residual_taken = 0;
     e->cur.t_measure = selsync_now() - t1 + e->t_hooks;
@@ -379,7 +380,7 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
                 memcpy(e->snap + e->snap_off[i], e->t[i].grad, e->t[i].count * sizeof(float));
         e->cur.t_measure += selsync_now() - t0;
     }
-    e->host_update_known = e->residual_taken = 0;
+    e->host_update_known = e->residual_taken = e->update_applied = 0;
     if (!e->ssp) /* a started average counts at its wait: in the next step's record */
         e->cur.bytes_sent = e->comm.ops->bytes_sent(e->comm.ctx) - e->bytes0;
     else if ((st = ssp_exchange(e, &e->cur.t_agree, &e->cur.t_transfer, &e->cur.bytes_sent)) != SELSYNC_OK)
@@ -460,6 +461,11 @@ void selsync_engine_note_host_update(selsync_engine *e, const selsync_host_updat
     if (!e || !u) return;
     e->host_update = *u;
     e->host_update_known = 1;
+}
+
+int selsync_engine_update_applied(const selsync_engine *e)
+{
+    return e && e->update_applied;
 }
 
 void selsync_engine_note_injection(selsync_engine *e, uint64_t bytes)

@@ -12,7 +12,11 @@
  *   the pass that measures also writes the residual that update will
  *   leave, block by block while the block is in the cache, and
  *   after_update copies nothing unless the buffers changed in between (a
- *   skipped step, an average of the momentum).
+ *   skipped step, an average of the momentum). When the host also gave its
+ *   rates and nothing comes between the measurement and the update
+ *   (selsync_engine_update_applied), the pass applies the update itself,
+ *   block by block once the block is measured: one pass over the buffers
+ *   where the host's update would have taken another.
  * - Drift. With the drift rule the same pass also takes each tensor's
  *   ||param - anchor||^2 (the same float lanes and blocks as
  *   engine_sq_diff, so the same bits as a pass of its own), which the
@@ -60,6 +64,37 @@ static void write_residual(float *restrict snap, const float *restrict g, const 
                            size_t end, float decay, float momentum)
 {
     for (; j < end; j++) snap[j] = (g[j] + decay * p[j]) * momentum;
+}
+
+/* The host's update itself over [j, end) (model.h, selsync_host_update),
+ * its residual left in grad and in snap: the host's float operations. */
+static void apply_update(float *restrict snap, float *restrict g, float *restrict p, size_t j, size_t end,
+                         float decay, float momentum, float rate, int decays)
+{
+    if (decays)
+        for (; j < end; j++) {
+            float u = g[j] + decay * p[j];
+            p[j] += rate * u;
+            g[j] = snap[j] = u * momentum;
+        }
+    else
+        for (; j < end; j++) {
+            float u = g[j];
+            p[j] += rate * u;
+            g[j] = snap[j] = u * momentum;
+        }
+}
+
+/* What the pass leaves once a block is measured: the residual of the
+ * host's update in snap, or the update applied (e->update_applied). */
+static void after_block(const selsync_engine *e, size_t i, float *snap, size_t j, size_t end)
+{
+    const selsync_tensor *t = &e->t[i];
+    float decay = t->decays ? e->host_update.decay : 0, momentum = e->host_update.momentum;
+    if (e->update_applied)
+        apply_update(snap, t->grad, t->param, j, end, decay, momentum, e->host_update.rates[i], t->decays);
+    else
+        write_residual(snap, t->grad, t->param, j, end, decay, momentum);
 }
 
 /* Tensor i's squared norm of this step's own gradient and whether its
@@ -149,7 +184,6 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
     float *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
     const float *a = e->anchor_sq ? e->anchor + e->snap_off[i] : NULL; /* the drift rule's anchor */
     int residual = snap && e->residual_taken;
-    float decay = t->decays ? e->host_update.decay : 0, momentum = e->host_update.momentum;
     float nonfinite[LANES] = {0}, bad = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
     size_t n = t->count, j = 0;
     double sum = 0, moved = 0;
@@ -175,12 +209,12 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
         }
         sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
         if (a) moved += isinf(dblock) ? sq_double(p, a, j0, end) : (double)dblock;
-        if (residual) write_residual(snap, g, p, j0, end, decay, momentum);
+        if (residual) after_block(e, i, snap, j0, end);
     }
     sum += sq_double(g, snap, j, n);
     if (a) moved += sq_double(p, a, j, n);
-    if (residual) write_residual(snap, g, p, j, n, decay, momentum);
-    for (; j < n; j++) bad += p[j] * 0.0f;
+    for (size_t k = j; k < n; k++) bad += p[k] * 0.0f;
+    if (residual) after_block(e, i, snap, j, n);
     for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
     e->tsq[i] = sum;
     e->tmoved[i] = moved;

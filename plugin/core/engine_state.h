@@ -34,6 +34,7 @@ struct selsync_engine {
     selsync_host_update host_update; /* this step's update (selsync_engine_note_host_update) ... */
     int host_update_known;       /* ... when noted; 0 after each step */
     int residual_taken;          /* this step's measure wrote the residual the update leaves into snap */
+    int update_applied;          /* ... and applied that update (host_update.rates) */
     float *stats;                /* on_nonfinite = skip: the STAT tensors after the last step */
     size_t sync_n;               /* elements of a full synchronisation */
     double delta;                /* the threshold in force (target_sync adapts it) */

@@ -368,6 +368,11 @@ selsync_status selsync_session_before_update(selsync_session *s, double loss, do
     return st ? session_engine_failed(s, st) : SELSYNC_OK;
 }
 
+int selsync_session_update_applied(const selsync_session *s)
+{
+    return s && selsync_engine_update_applied(s->engine);
+}
+
 /* Rank 0: scores params (NULL: its own) and records the row. */
 static selsync_status record_evaluation(selsync_session *s, const float *params)
 {

@@ -88,6 +88,7 @@ typedef struct attachment {
     selsync_config cfg;
     selsync_tensor *tensors;     /* views of the network's arrays */
     size_t n_tensors;
+    float *sgd_rates;            /* per tensor, this step's rates when the update is plain SGD, else NULL */
     selsync_session *session;
     evaluator *eval;             /* rank 0 with eval_every, from TRAIN_BEGIN on */
     int sampler;                 /* the trainer reads through next_in_order */
@@ -534,7 +535,7 @@ static int on_train_end(attachment *a)
     return check(a, selsync_session_end(a->session, stderr));
 }
 
-/* 0 to go on; BEFORE_SAVE: 1 skips the save; -1: failed (failed()). */
+/* 0 to go on; BEFORE_SAVE: 1 skips the save; BEFORE_UPDATE: 1 when the layers are updated; -1: failed (failed()). */
 static int on_event(network *net, network_event event, void *arg, void *user)
 {
     attachment *a = user;
@@ -546,9 +547,16 @@ static int on_event(network *net, network_event event, void *arg, void *user)
         if (a->step_batch) u->batch = a->step_batch;
         /* the layers' SGD (sgd_update_cpu; the axpy, axpy, scal of the
          * others): weights' grad + (-decay * batch) * weights, then times
-         * the momentum; Adam leaves no such residual */
-        selsync_host_update sgd = {u->momentum, -u->decay * u->batch};
-        return check(a, selsync_session_before_update(a->session, *net->cost, u->learning_rate, u->adam ? NULL : &sgd));
+         * the momentum; Adam leaves no such residual. With the rates the
+         * engine may apply it: 1 then makes update_network skip the layers' */
+        selsync_host_update sgd = {u->momentum, -u->decay * u->batch, NULL};
+        if (a->sgd_rates) {
+            darknet_sgd_rates(net, a->tensors, a->n_tensors, u, a->sgd_rates);
+            sgd.rates = a->sgd_rates;
+        }
+        if (check(a, selsync_session_before_update(a->session, *net->cost, u->learning_rate, u->adam ? NULL : &sgd)))
+            return -1;
+        return selsync_session_update_applied(a->session);
     }
     case AFTER_UPDATE:
         random_stream_seed(random_key(a->step_draws, get_current_batch(net)));
@@ -647,6 +655,8 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     selsync_host host = {a, score_model, save_checkpoint_model, recalibrate_model};
     if (st == SELSYNC_OK) st = selsync_session_create(&a->cfg, &ad->comm, &host, &a->session, err, sizeof err);
     if (st == SELSYNC_OK && (darknet_map_network(net, &a->tensors, &a->n_tensors) ||
+                             (darknet_update_is_sgd(net) &&
+                              !(a->sgd_rates = malloc((a->n_tensors ? a->n_tensors : 1) * sizeof *a->sgd_rates))) ||
                              add_network_hook(net, on_event, a, HANDLED_EVENTS))) {
         snprintf(err, sizeof err, "out of memory");
         st = SELSYNC_ENOMEM;
@@ -655,6 +665,7 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
         report(ad, "%s", err);
         selsync_session_destroy(a->session);
         free(a->tensors);
+        free(a->sgd_rates);
         free(a);
         return -1;
     }
@@ -750,6 +761,7 @@ int darknet_plugin_fini(int status)
         free_evaluator(ad->attached->eval);
         free_recalibration_files(ad->attached);
         free(ad->attached->tensors);
+        free(ad->attached->sgd_rates);
         free(ad->attached);
         ad->attached = next;
     }

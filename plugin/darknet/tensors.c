@@ -81,6 +81,29 @@ int darknet_map_network(network *net, selsync_tensor **out, size_t *n)
     return rc;
 }
 
+int darknet_update_is_sgd(const network *net)
+{
+    if (net->adam) return 0;
+    for (int i = 0; i < net->n; ++i) {
+        const layer *l = &net->layers[i];
+        if (!l->update) continue;
+        if (l->type == CONVOLUTIONAL && (l->scales != NULL) == (l->scale_updates != NULL))
+            continue; /* update_convolutional_layer updates scales where there are scales */
+        if (l->type == CONNECTED && (l->batch_normalize != 0) == (l->scale_updates != NULL))
+            continue; /* update_connected_layer: scales with batch_normalize */
+        return 0;
+    }
+    return 1;
+}
+
+void darknet_sgd_rates(const network *net, const selsync_tensor *t, size_t n, const update_args *u, float *rates)
+{
+    for (size_t i = 0; i < n; ++i) {
+        float learning_rate = u->learning_rate * net->layers[t[i].layer].learning_rate_scale;
+        rates[i] = learning_rate / u->batch;
+    }
+}
+
 /* One layer's arrays in Darknet's weights file (save_convolutional_weights,
  * save_connected_weights, save_batchnorm_weights and the local layer's),
  * in floats; recurrent layers through their sublayers, as save_weights_upto

@@ -15,6 +15,18 @@
  * failure) and *n; -1 on out of memory. */
 int darknet_map_network(network *net, selsync_tensor **out, size_t *n);
 
+/* Whether net's update is plain SGD over exactly the tensors
+ * darknet_map_network lists: every layer with an update is convolutional
+ * or connected (weights, biases, and BatchNorm scales where it has them),
+ * and the network does not use Adam. Then the engine may apply it
+ * (selsync_host_update's rates, darknet_sgd_rates). */
+int darknet_update_is_sgd(const network *net);
+
+/* Each of the n tensors' rate this step (selsync_host_update), as the
+ * layers' updates compute it: (learning_rate x the layer's
+ * learning_rate_scale) / batch, in float. */
+void darknet_sgd_rates(const network *net, const selsync_tensor *t, size_t n, const update_args *u, float *rates);
+
 /* The size of the weights file Darknet's save_weights writes for net:
  * its header (version 0.2: three ints and the images seen as a size_t),
  * then every layer's arrays. */

@@ -39,7 +39,7 @@ static int cmp_double(const void *a, const void *b)
  * seconds; -1 on failure (the message printed). */
 static double measure(const char *method, int described, selsync_tensor *t, size_t nt, int steps, float *flush)
 {
-    const selsync_host_update sgd = {0.9f, -0.0005f * 64};
+    const selsync_host_update sgd = {0.9f, -0.0005f * 64, NULL};
     selsync_model m = {t, nt, nt, 1, 0}; /* grad_keeps_residual, as Darknet's buffers */
     selsync_comm comm = selsync_comm_single();
     selsync_config cfg;

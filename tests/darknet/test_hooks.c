@@ -8,7 +8,11 @@
  * program with EXIT_FAILURE before the hooks after it run. The update
  * leaves in each gradient buffer the residual the plugin describes to its
  * engine (selsync_host_update): momentum * (grad - decay * batch * weight)
- * for weights, momentum * grad for biases and scales, bit for bit. */
+ * for weights, momentum * grad for biases and scales, bit for bit. A hook
+ * that returns 1 at BEFORE_UPDATE has updated the layers itself: the
+ * engine, given the rates (selsync_host_update), applies Darknet's update
+ * in the pass that measures the gradient, and the network it trains ends
+ * with the same bits as Darknet's own update gives. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,6 +27,10 @@
 #include <unistd.h>
 
 #include "darknet.h"
+#include "selsync/comm.h"
+#include "selsync/config.h"
+#include "selsync/engine.h"
+#include "tensors.h"
 
 static const char *tiny_cfg =
     "[net]\nbatch=4\nsubdivisions=2\nheight=6\nwidth=6\nchannels=1\n"
@@ -198,6 +206,73 @@ static void test_update_leaves_the_described_residual(void **state)
     free_network(net);
 }
 
+/* The engine as the plugin drives it, with the update's rates. */
+typedef struct engine_hook {
+    selsync_engine *e;
+    selsync_tensor *t;
+    size_t n;
+    float rates[16];
+    int applied;        /* steps whose update the engine applied */
+} engine_hook;
+
+static int engine_hook_fn(network *net, network_event event, void *arg, void *user)
+{
+    engine_hook *h = user;
+    if (event == AFTER_UPDATE) return selsync_engine_after_update(h->e) == SELSYNC_OK ? 0 : -1;
+    update_args *u = arg;
+    darknet_sgd_rates(net, h->t, h->n, u, h->rates);
+    selsync_host_update sgd = {u->momentum, -u->decay * u->batch, h->rates};
+    selsync_engine_note_host_update(h->e, &sgd);
+    if (selsync_engine_before_update(h->e, *net->cost, u->learning_rate) != SELSYNC_OK) return -1;
+    h->applied += selsync_engine_update_applied(h->e);
+    return selsync_engine_update_applied(h->e);
+}
+
+static void test_engine_applies_darknets_update(void **state)
+{
+    (void)state;
+    const char *cfg_text = "[net]\nbatch=4\nsubdivisions=1\nheight=6\nwidth=6\nchannels=1\n"
+                           "learning_rate=0.1\nmomentum=0.9\ndecay=0.0005\n\n"
+                           "[convolutional]\nbatch_normalize=1\nfilters=3\nsize=3\nstride=1\npad=1\n"
+                           "activation=leaky\n\n[connected]\noutput=2\nactivation=linear\n\n[softmax]\n";
+    network *a = network_of(cfg_text), *b = network_of(cfg_text);
+    engine_hook h = {0};
+    assert_true(darknet_update_is_sgd(b));
+    assert_int_equal(darknet_map_network(b, &h.t, &h.n), 0);
+    assert_true(h.n <= 16);
+    selsync_tensor *ta = NULL;
+    size_t na = 0;
+    assert_int_equal(darknet_map_network(a, &ta, &na), 0);
+    assert_int_equal(na, h.n);
+    for (size_t i = 0; i < h.n; ++i) memcpy(h.t[i].param, ta[i].param, h.t[i].count * sizeof(float));
+    selsync_config cfg;
+    char err[512];
+    selsync_config_default(&cfg, "test.cfg", 1);
+    cfg.delta = 1e30; /* local steps after the warm-up */
+    assert_int_equal(selsync_config_finish(&cfg, err, sizeof err), SELSYNC_OK);
+    selsync_comm comm = selsync_comm_single();
+    selsync_model model = {h.t, h.n, (size_t)b->n, 1, 0};
+    assert_int_equal(selsync_engine_create(&cfg, &comm, &model, &h.e, err, sizeof err), SELSYNC_OK);
+    assert_int_equal(add_network_hook(b, engine_hook_fn, &h, UPDATES), 0);
+    a->train = b->train = 1;
+    for (int step = 0; step < 6; ++step) {
+        fill_batch(a, step);
+        fill_batch(b, step);
+        train_network_datum(a);
+        train_network_datum(b);
+    }
+    assert_int_equal(h.applied, 6);
+    for (size_t i = 0; i < h.n; ++i) { /* params, and the residual each grad buffer holds */
+        assert_memory_equal(h.t[i].param, ta[i].param, h.t[i].count * sizeof(float));
+        if (ta[i].grad) assert_memory_equal(h.t[i].grad, ta[i].grad, h.t[i].count * sizeof(float));
+    }
+    selsync_engine_destroy(h.e);
+    free(h.t);
+    free(ta);
+    free_network(a);
+    free_network(b);
+}
+
 /* The calls hooks received, in order: "name:event". */
 typedef struct call_log {
     char text[512];
@@ -335,6 +410,7 @@ int main(void)
         cmocka_unit_test(test_hooks_run_once_per_effective_batch),
         cmocka_unit_test(test_no_hooks_is_stock_behaviour),
         cmocka_unit_test(test_update_leaves_the_described_residual),
+        cmocka_unit_test(test_engine_applies_darknets_update),
         cmocka_unit_test(test_hooks_run_in_order_for_their_events),
         cmocka_unit_test(test_a_hook_set_directly_stays_first),
         cmocka_unit_test(test_a_veto_from_any_hook_skips_the_save),

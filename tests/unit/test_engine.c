@@ -314,7 +314,7 @@ static void test_residual_is_subtracted(void **state)
  * change[]. Leaves the engine made. */
 static void sgd_steps(fx *f, int described, float momentum, double *norm, double *change)
 {
-    const selsync_host_update sgd = {0.9f, -0.0005f * 64};
+    const selsync_host_update sgd = {0.9f, -0.0005f * 64, NULL};
     selsync_engine_destroy(f->e);
     f->e = NULL;
     for (int i = 0; i < N_TENSORS; i++)

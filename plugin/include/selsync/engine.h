@@ -98,6 +98,14 @@ selsync_status selsync_engine_layer_ready(selsync_engine *e, size_t layer);
  * described. Not collective. */
 void selsync_engine_note_host_update(selsync_engine *e, const selsync_host_update *u);
 
+/* 1 when this step's selsync_engine_before_update applied the update noted
+ * with rates (selsync_host_update): the host must then not apply it. The
+ * engine applies it when it measures the change, averages parameters, does
+ * not sum gradients during the backward pass, and stops on a non-finite
+ * gradient (on_nonfinite = stop): then nothing but that update comes
+ * between the measurement and the average. */
+int selsync_engine_update_applied(const selsync_engine *e);
+
 /* Measures this step's gradient, decides with the other ranks whether to
  * synchronise (one small collective at most) and, with aggregate=grads,
  * averages the gradients of the layers to synchronise, in buckets of

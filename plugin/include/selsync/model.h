@@ -40,12 +40,18 @@ typedef struct selsync_model {
 } selsync_model;
 
 /* The host's coming optimizer update, when it is SGD that leaves a residual
- * in the grad buffers (grad_keeps_residual above): afterwards each
- * trained tensor's grad holds momentum * (grad + decay * param) when the
- * tensor `decays`, momentum * grad otherwise, in float arithmetic in that
- * order (Darknet's update, decay being -decay * batch). */
+ * in the grad buffers (grad_keeps_residual above): with u = grad + decay *
+ * param when the tensor `decays`, u = grad otherwise, the update adds
+ * rate * u to each param and leaves momentum * u in its grad, in float
+ * arithmetic in that order (Darknet's update, decay being -decay * batch
+ * and rate learning_rate * the layer's scale / batch). */
 typedef struct selsync_host_update {
     float momentum, decay;
+    /* Per trained tensor, in tensor order (an entry for every tensor; NULL:
+     * not given): its rate this step. Given, the engine may apply the
+     * update itself in the pass that measures the gradient
+     * (selsync_engine_update_applied), the same bits as the host's. */
+    const float *rates;
 } selsync_host_update;
 
 /* Whether tensor t travels with the model's parameters: trained ones

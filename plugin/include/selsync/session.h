@@ -168,6 +168,10 @@ selsync_status selsync_session_before_update(selsync_session *s, double loss, do
                                              const selsync_host_update *update);
 selsync_status selsync_session_after_update(selsync_session *s);
 
+/* 1 when the last selsync_session_before_update applied the described
+ * update itself (selsync_engine_update_applied): the host must skip its own. */
+int selsync_session_update_applied(const selsync_session *s);
+
 /* The end of training: the ssp server serves, the final average, the final
  * evaluation, the chart's last drawing and the summary (rank 0 prints it
  * to out). Collective. */
