@@ -331,7 +331,9 @@ selsync_status selsync_engine_before_update(selsync_engine *e, double loss, doub
      * described update touches the buffers before after_update */
     e->residual_taken = e->snap && e->host_update_known && e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS &&
                         !e->overlapping;
-    e->update_applied = e->residual_taken && e->host_update.rates && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP;
+    e->update_applied = e->host_update_known && e->host_update.rates && !e->ssp && !e->overlapping &&
+                        e->cfg.aggregate == SELSYNC_AGGREGATE_PARAMS && e->cfg.on_nonfinite == SELSYNC_NONFINITE_STOP &&
+                        (e->residual_taken || !e->measures_change);
     int bad = engine_measure(e);
     if (bad) e->residual_taken = 0;
     e->cur.t_measure = selsync_now() - t1 + e->t_hooks;
@@ -348,6 +350,7 @@ selsync_status selsync_engine_before_update(selsync_engine *e, double loss, doub
         (st = engine_average_grads(e, &e->cur.t_transfer)) != SELSYNC_OK)
         return st;
     e->in_step = 1;
+    e->t_host_update = selsync_now();
     return SELSYNC_OK;
 }
 
@@ -358,6 +361,7 @@ selsync_status selsync_engine_after_update(selsync_engine *e)
 
     if (!e) return SELSYNC_EINVAL;
     if ((st = engine_check(e, 1)) != SELSYNC_OK) return st;
+    e->cur.t_compute += selsync_now() - e->t_host_update; /* the host's update is computation too */
     if (e->step + 1 >= MAX_RESTORED_COUNT)
         return EFAIL(e, SELSYNC_ESTATE, "[selsync] the step counter is at %" PRIu64 ", the most a run can count "
                      "(2^53 - 1)", e->step);

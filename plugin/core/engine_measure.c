@@ -67,22 +67,28 @@ static void write_residual(float *restrict snap, const float *restrict g, const 
 }
 
 /* The host's update itself over [j, end) (model.h, selsync_host_update),
- * its residual left in grad and in snap: the host's float operations. */
-static void apply_update(float *restrict snap, float *restrict g, float *restrict p, size_t j, size_t end,
-                         float decay, float momentum, float rate, int decays)
+ * its residual left in grad and, when snap is not NULL, in snap: the
+ * host's float operations. Always inlined and called with literal
+ * arguments for snap and decays, so that each variant is a loop of its own. */
+static inline __attribute__((always_inline)) void update_span(float *restrict snap, float *restrict g,
+                                                               float *restrict p, size_t j, size_t end, float decay,
+                                                               float momentum, float rate, int decays)
 {
-    if (decays)
-        for (; j < end; j++) {
-            float u = g[j] + decay * p[j];
-            p[j] += rate * u;
-            g[j] = snap[j] = u * momentum;
-        }
-    else
-        for (; j < end; j++) {
-            float u = g[j];
-            p[j] += rate * u;
-            g[j] = snap[j] = u * momentum;
-        }
+    for (; j < end; j++) {
+        float u = decays ? g[j] + decay * p[j] : g[j];
+        p[j] += rate * u;
+        g[j] = u * momentum;
+        if (snap) snap[j] = g[j];
+    }
+}
+
+static void apply_update(float *snap, float *g, float *p, size_t j, size_t end, float decay, float momentum,
+                         float rate, int decays)
+{
+    if (snap && decays) update_span(snap, g, p, j, end, decay, momentum, rate, 1);
+    else if (snap) update_span(snap, g, p, j, end, decay, momentum, rate, 0);
+    else if (decays) update_span(NULL, g, p, j, end, decay, momentum, rate, 1);
+    else update_span(NULL, g, p, j, end, decay, momentum, rate, 0);
 }
 
 /* What the pass leaves once a block is measured: the residual of the
@@ -189,8 +195,14 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
     double sum = 0, moved = 0;
     if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
     e->measured[i] = 1;
-    if (!e->measures_change) { /* finiteness alone: 0 or an infinite "norm" */
-        int bad_bits = nonfinite_pair(g, p, n);
+    if (!e->measures_change) { /* finiteness alone: 0 or an infinite "norm" (and the update, block by block) */
+        int bad_bits = 0;
+        size_t span = e->update_applied ? BLOCK : n;
+        for (j = 0; j < n; j += span) {
+            size_t end = n - j > span ? j + span : n;
+            bad_bits |= nonfinite_pair(g + j, p + j, end - j);
+            if (e->update_applied) after_block(e, i, NULL, j, end);
+        }
         e->tsq[i] = bad_bits & 1 ? INFINITY : 0;
         e->tbad[i] = (bad_bits & 2) != 0;
         return;

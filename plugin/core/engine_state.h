@@ -62,6 +62,7 @@ struct selsync_engine {
     size_t bucket_n;             /* elements in this step's buckets */
     uint64_t bucket_b0;          /* bytes_sent before this step's first bucket */
     double t_hooks;              /* seconds spent in layer_ready this step */
+    double t_host_update;        /* when before_update returned: the host's update runs until after_update */
     /* A parameter average overlapped with the next step (engine_aggregate.c). */
     float *late;                 /* the averaged params, packed; sync_n floats, allocated on first use */
     float *late_base;            /* the STAT tensors' values when it started (n_stat floats) */

@@ -100,10 +100,11 @@ void selsync_engine_note_host_update(selsync_engine *e, const selsync_host_updat
 
 /* 1 when this step's selsync_engine_before_update applied the update noted
  * with rates (selsync_host_update): the host must then not apply it. The
- * engine applies it when it measures the change, averages parameters, does
+ * engine applies it in the pass that measures the change, or checks that
+ * the gradients are finite, when it averages parameters (not ssp), does
  * not sum gradients during the backward pass, and stops on a non-finite
  * gradient (on_nonfinite = stop): then nothing but that update comes
- * between the measurement and the average. */
+ * between the pass and the average. */
 int selsync_engine_update_applied(const selsync_engine *e);
 
 /* Measures this step's gradient, decides with the other ranks whether to
