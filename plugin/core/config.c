@@ -1,8 +1,9 @@
 /* The [selsync] section: the key table, one parser per key, defaults,
- * strict parsing of key = value lines and the description line. One table
- * row per key holds its parser, the methods it applies to and the text
- * shown as "allowed" in messages. The value syntax is in config_values.c,
- * the rules between keys and with the ranks in config_rules.c. */
+ * strict parsing of key = value lines, the settings derived from the keys
+ * and the description line. One table row per key holds its parser, the
+ * methods it applies to and the text shown as "allowed" in messages. The
+ * value syntax is in config_values.c, the rules between keys and with the
+ * ranks in config_rules.c (which uses this file, not the other way). */
 #include "selsync/config.h"
 
 #include <math.h>
@@ -350,6 +351,26 @@ const char *selsync_method_name(selsync_method m)
 const char *selsync_config_key_name(selsync_config_key k)
 {
     return (unsigned)k < SELSYNC_KEY_COUNT ? key_names[k] : "?";
+}
+
+/* The settings derived from the keys. */
+int selsync_config_drift(const selsync_config *cfg)
+{
+    return cfg && cfg->method == SELSYNC_METHOD_SELSYNC && cfg->drift > 0;
+}
+
+int selsync_config_outer(const selsync_config *cfg)
+{
+    return cfg && (cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG) &&
+           (cfg->outer_momentum > 0 || cfg->outer_lr != 1);
+}
+
+double selsync_config_smoothing(const selsync_config *cfg, int world)
+{
+    double s;
+    if (cfg && cfg->smoothing > 0) return cfg->smoothing;
+    s = (world < 1 ? 1 : world) / 100.0;
+    return s > 1.0 ? 1.0 : s;
 }
 
 void selsync_config_describe(const selsync_config *c, int world, char *buf, size_t len)

@@ -1,7 +1,7 @@
 /* The rules between the [selsync] section's keys (selsync_config_finish:
  * which keys apply to the method, which combinations are refused, the
  * defaults that depend on other keys) and with the number of ranks
- * (selsync_config_check_world), and the settings derived from them. */
+ * (selsync_config_check_world). */
 #include <stdio.h>
 #include <string.h>
 
@@ -168,23 +168,3 @@ selsync_status selsync_config_check_world(const selsync_config *cfg, int world, 
     }
     return SELSYNC_OK;
 }
-
-int selsync_config_drift(const selsync_config *cfg)
-{
-    return cfg && cfg->method == SELSYNC_METHOD_SELSYNC && cfg->drift > 0;
-}
-
-int selsync_config_outer(const selsync_config *cfg)
-{
-    return cfg && (cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG) &&
-           (cfg->outer_momentum > 0 || cfg->outer_lr != 1);
-}
-
-double selsync_config_smoothing(const selsync_config *cfg, int world)
-{
-    double s;
-    if (cfg && cfg->smoothing > 0) return cfg->smoothing;
-    s = (world < 1 ? 1 : world) / 100.0;
-    return s > 1.0 ? 1.0 : s;
-}
-
