@@ -15,7 +15,8 @@
 #        detector's (a cfg with [yolo], on the detection set, batch 16);
 #   OTHER_DARKNET: another build's darknet, run right after this build's on
 #        the same cfg, so that the two are measured side by side.
-# Environment: BENCH_SELSYNC, more [selsync] lines for SelSync (e.g. "lag=1").
+# Environment: BENCH_SELSYNC, more [selsync] lines for SelSync (e.g. "lag=1");
+#   BENCH_SIZE, the network's width and height in pixels instead of the cfg's.
 # Prints the machine, the OpenBLAS environment and the commit first.
 set -eu
 common_root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -34,7 +35,8 @@ else
     kind=classifier
     cp "$work/fmnist.data" "$work/run.data"
 fi
-net_part() { sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" "$cfg"; }
+net_part() { sed -e '/^\[selsync\]/,$d' -e "s/^max_batches=.*/max_batches=$steps/" \
+                 ${BENCH_SIZE:+-e "s/^width=.*/width=$BENCH_SIZE/" -e "s/^height=.*/height=$BENCH_SIZE/"} "$cfg"; }
 { net_part; printf '\n[selsync]\ndelta=1e30\nwindow=25\nlog=%s/run.%%r.tsv\n%s\n' "$work" "${BENCH_SELSYNC:-}"; } >"$work/run.cfg"
 { net_part; printf '\n[selsync]\nmethod=local\nlog=%s/run.%%r.tsv\n' "$work"; } >"$work/local.cfg"
 
@@ -79,4 +81,4 @@ if [ -n "$other" ]; then
     echo "$other:"
     measure "$other"
 fi
-echo "($ranks ranks, $(basename "$cfg"), $steps steps, $kind${BENCH_SELSYNC:+, $BENCH_SELSYNC})"
+echo "($ranks ranks, $(basename "$cfg")${BENCH_SIZE:+ at ${BENCH_SIZE}x$BENCH_SIZE}, $steps steps, $kind${BENCH_SELSYNC:+, $BENCH_SELSYNC})"
