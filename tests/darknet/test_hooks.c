@@ -105,6 +105,18 @@ static void fill_batch(network *net, int step)
     for (int b = 0; b < net->batch; ++b) net->truth[b * net->truths + (b + step) % 2] = 1;
 }
 
+/* steps calls of train_network_datum on a and b, each with the same batch. */
+static void train_side_by_side(network *a, network *b, int steps)
+{
+    a->train = b->train = 1;
+    for (int step = 0; step < steps; ++step) {
+        fill_batch(a, step);
+        fill_batch(b, step);
+        train_network_datum(a);
+        train_network_datum(b);
+    }
+}
+
 static void test_hooks_run_once_per_effective_batch(void **state)
 {
     (void)state;
@@ -135,13 +147,7 @@ static void test_no_hooks_is_stock_behaviour(void **state)
     for (int i = 0; i < a->layers[0].nweights; ++i) b->layers[0].weights[i] = a->layers[0].weights[i];
     for (int i = 0; i < a->layers[1].nweights; ++i) b->layers[1].weights[i] = a->layers[1].weights[i];
     assert_int_equal(add_network_hook(b, hook, &r, UPDATES), 0);
-    a->train = b->train = 1;
-    for (int step = 0; step < 4; ++step) {
-        fill_batch(a, step);
-        fill_batch(b, step);
-        train_network_datum(a);
-        train_network_datum(b);
-    }
+    train_side_by_side(a, b, 4);
     assert_int_equal(r.after, 2);
     assert_memory_equal(a->layers[1].weights, b->layers[1].weights,
                         a->layers[1].nweights * sizeof(float));
@@ -257,13 +263,7 @@ static void engine_applies_darknets_update(const char *method)
     selsync_model model = {h.t, h.n, (size_t)b->n, 1, 0};
     assert_int_equal(selsync_engine_create(&cfg, &comm, &model, &h.e, err, sizeof err), SELSYNC_OK);
     assert_int_equal(add_network_hook(b, engine_hook_fn, &h, UPDATES), 0);
-    a->train = b->train = 1;
-    for (int step = 0; step < 6; ++step) {
-        fill_batch(a, step);
-        fill_batch(b, step);
-        train_network_datum(a);
-        train_network_datum(b);
-    }
+    train_side_by_side(a, b, 6);
     assert_int_equal(h.applied, 6);
     for (size_t i = 0; i < h.n; ++i) { /* params, and the residual each grad buffer holds */
         assert_memory_equal(h.t[i].param, ta[i].param, h.t[i].count * sizeof(float));
