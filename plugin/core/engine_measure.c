@@ -195,14 +195,8 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
     double sum = 0, moved = 0;
     if (e->measured[i] || t->kind != SELSYNC_TENSOR_TRAINED) return;
     e->measured[i] = 1;
-    if (!e->measures_change) { /* finiteness alone: 0 or an infinite "norm" (and the update, block by block) */
-        int bad_bits = 0;
-        size_t span = e->update_applied ? BLOCK : n;
-        for (j = 0; j < n; j += span) {
-            size_t end = n - j > span ? j + span : n;
-            bad_bits |= nonfinite_pair(g + j, p + j, end - j);
-            if (e->update_applied) after_block(e, i, NULL, j, end);
-        }
+    if (!e->measures_change && !e->update_applied) { /* finiteness alone: 0 or an infinite "norm" */
+        int bad_bits = nonfinite_pair(g, p, n);
         e->tsq[i] = bad_bits & 1 ? INFINITY : 0;
         e->tbad[i] = (bad_bits & 2) != 0;
         return;
@@ -221,14 +215,14 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
         }
         sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
         if (a) moved += isinf(dblock) ? sq_double(p, a, j0, end) : (double)dblock;
-        if (residual) after_block(e, i, snap, j0, end);
+        if (residual || e->update_applied) after_block(e, i, snap, j0, end);
     }
     sum += sq_double(g, snap, j, n);
     if (a) moved += sq_double(p, a, j, n);
     for (size_t k = j; k < n; k++) bad += p[k] * 0.0f;
-    if (residual) after_block(e, i, snap, j, n);
+    if (residual || e->update_applied) after_block(e, i, snap, j, n);
     for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
-    e->tsq[i] = sum;
+    e->tsq[i] = e->measures_change || !isfinite(sum) ? sum : 0; /* without the change: finiteness alone */
     e->tmoved[i] = moved;
     e->tbad[i] = isnan(bad);
 }
