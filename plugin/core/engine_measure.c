@@ -36,8 +36,9 @@
  *   never significant (their norm is always 0).
  * - Methods that never read the change (all but selsync) measure nothing:
  *   they keep no snapshot and take one pass that checks the gradients and
- *   trained parameters are finite; their metrics show grad_norm, smoothed
- *   and change as nan. */
+ *   trained parameters are finite (the same pass as selsync's, which
+ *   applies the update, when the engine applies it); their metrics show
+ *   grad_norm, smoothed and change as nan. */
 
 #include <inttypes.h>
 #include <math.h>
@@ -103,10 +104,12 @@ static void after_block(const selsync_engine *e, size_t i, float *snap, size_t j
         write_residual(snap, t->grad, t->param, j, end, decay, momentum);
 }
 
-/* Tensor i's squared norm of this step's own gradient and whether its
- * params are finite, once per step (selsync_engine_layer_ready takes them before
- * the layer's bucket is summed); with e->residual_taken, the residual its
- * update will leave written into the snapshot. One pass over grad, snapshot and params:
+/* Tensor i's squared norm of this step's own gradient, its params' squared
+ * distance to the drift rule's anchor and whether its params are finite,
+ * once per step (selsync_engine_layer_ready takes them before the layer's
+ * bucket is summed); with e->residual_taken, the residual its update will
+ * leave written into the snapshot, or with e->update_applied the update
+ * applied (after_block). One pass over grad, snapshot, params and anchor:
  * LANES independent float sums over a block of BLOCK elements, so that the
  * compiler vectorises the loop (a lane adds BLOCK / LANES squares: about
  * 1e-7 of relative error), the blocks' sums added in double. A block whose
@@ -189,7 +192,7 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
     const float *g = t->grad, *p = t->param;
     float *snap = e->snap ? e->snap + e->snap_off[i] : NULL;
     const float *a = e->anchor_sq ? e->anchor + e->snap_off[i] : NULL; /* the drift rule's anchor */
-    int residual = snap && e->residual_taken;
+    int after = (snap && e->residual_taken) || e->update_applied; /* after_block's work */
     float nonfinite[LANES] = {0}, bad = 0; /* x * 0 is 0 for every finite x, NaN otherwise */
     size_t n = t->count, j = 0;
     double sum = 0, moved = 0;
@@ -215,12 +218,12 @@ void engine_measure_tensor(selsync_engine *e, size_t i)
         }
         sum += isinf(block) ? sq_double(g, snap, j0, end) : (double)block;
         if (a) moved += isinf(dblock) ? sq_double(p, a, j0, end) : (double)dblock;
-        if (residual || e->update_applied) after_block(e, i, snap, j0, end);
+        if (after) after_block(e, i, snap, j0, end);
     }
     sum += sq_double(g, snap, j, n);
     if (a) moved += sq_double(p, a, j, n);
     for (size_t k = j; k < n; k++) bad += p[k] * 0.0f;
-    if (residual || e->update_applied) after_block(e, i, snap, j, n);
+    if (after) after_block(e, i, snap, j, n);
     for (size_t k = 0; k < LANES; k++) bad += nonfinite[k];
     e->tsq[i] = e->measures_change || !isfinite(sum) ? sum : 0; /* without the change: finiteness alone */
     e->tmoved[i] = moved;
