@@ -263,18 +263,19 @@ static selsync_status ring_tcp_step(mpi_ctx *c, int phase, size_t seg, size_t so
  * add it into the array; after p-1 steps position r alone holds the
  * complete sum of block r, which it multiplies by scale as it completes.
  * Allgather step s: send block (r-s) right, receive block (r-s-1) from the
- * left straight into the array. Segments: at most RING_SEGMENT_BYTES in
- * the reduce-scatter, ring_chunk_elems() in the allgather (<= INT_MAX elements,
- * <= chunk_bytes). A message whose elements span several of the caller's
- * segments travels as an hindexed type over them. The scratch is allocated
- * once and kept, so calls do not page-fault. */
+ * left straight into the array. Segments: at most RING_SEGMENT_BYTES (on
+ * one host; RING_SEGMENT_BYTES_HOSTS between hosts) in the reduce-scatter,
+ * ring_chunk_elems() in the allgather (<= INT_MAX elements, <= chunk_bytes).
+ * A message whose elements span several of the caller's segments travels
+ * as an hindexed type over them. The scratch is allocated once and kept,
+ * so calls do not page-fault. */
 selsync_status ring_run(mpi_ctx *c, const ring_plan *pl, float scale)
 {
     size_t p = pl->p, r = pl->me, n = pl->n, maxblk = 0;
     int right = ring_plan_rank(pl, (r + 1) % p), left = ring_plan_rank(pl, (r + p - 1) % p);
     int peer[2] = {left, right};
-    size_t seg_rs = (c->chunk_bytes < RING_SEGMENT_BYTES ? c->chunk_bytes : RING_SEGMENT_BYTES) /
-                    sizeof(float);
+    size_t seg_bytes = c->one_host ? RING_SEGMENT_BYTES : RING_SEGMENT_BYTES_HOSTS;
+    size_t seg_rs = (c->chunk_bytes < seg_bytes ? c->chunk_bytes : seg_bytes) / sizeof(float);
     if (seg_rs == 0) seg_rs = 1;
     size_t seg_ag = ring_chunk_elems(c, sizeof(float));
     for (size_t b = 0; b < p; b++) {
