@@ -273,7 +273,8 @@ def main():
         if not mine:
             continue
         finals = [float(r["final"]) for r in mine]
-        stats.append({"method": m, "n": len(mine), "final": statistics.mean(finals), "sd": spread(finals),
+        gone = sum(1 for r in rows if r["method"] == m) - len(mine)
+        stats.append({"method": m, "n": len(mine), "gone": gone, "final": statistics.mean(finals), "sd": spread(finals),
                       "mb": statistics.mean(float(r["bytes_per_rank"]) for r in mine) / 1e6,
                       "time": statistics.mean(float(r["training_s"]) for r in mine),
                       "synced": None if any(r["local_fraction"] == "" for r in mine)  # ssp: no steps to count
@@ -284,8 +285,8 @@ def main():
     target = a.target if a.target is not None else bsp and round(bsp["final"], 4)
     for s in stats:
         if target is not None:
-            times = [t for t in (time_to(r["folder"], target) for r in rows if r["method"] == s["method"])
-                     if t is not None]
+            times = [t for t in (time_to(r["folder"], target) for r in rows
+                                 if r["method"] == s["method"] and not r["final"].startswith("diverged")) if t is not None]
             s["to"] = "%.2f" % statistics.mean(times) if times else "not reached"
             s["to"] += " (%d of %d seeds)" % (len(times), s["n"]) if 0 < len(times) < s["n"] else ""
     lines = ["| method | seeds | final (mean ± sd) | vs BSP's mean | MB sent per rank | training time (s) | "
@@ -298,9 +299,13 @@ def main():
             noise = max(s["sd"], bsp["sd"])
             vs = "%+.4f%s" % (d, " (inside the spread)" if abs(d) <= noise else "")
         synced = "-" if s["synced"] is None else "%.0f%%" % (100 * s["synced"])
-        lines.append("| %s | %d | %.4f ± %.4f | %s | %.2f | %.2f | %s |" % (s["method"], s["n"], s["final"], s["sd"], vs,
+        seeds = "%d" % s["n"] + (" (%d diverged)" % s["gone"] if s["gone"] else "")
+        lines.append("| %s | %s | %.4f ± %.4f | %s | %.2f | %.2f | %s |" % (s["method"], seeds, s["final"], s["sd"], vs,
                                                                       s["mb"], s["time"], synced)
                      + (" %s |" % s["to"] if target is not None else ""))
+    lost = [m for m in a.methods if m not in [s["method"] for s in stats]]
+    if lost:
+        lines.append("\nDiverged on every seed (training stopped: the gradient was not finite): %s." % ", ".join(lost))
     pairs = ["| method | vs BSP, same seeds | nearest FedAvg period (bytes) | vs it, same seeds |",
              "|---|---|---|---|"]
     for s in stats:

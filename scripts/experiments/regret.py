@@ -21,6 +21,7 @@ more than that period's bytes, while every fixed period is 1 point or more
 behind the best on at least one workload.
 """
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -36,37 +37,42 @@ def fail(msg):
 
 
 def read_frontier(folder):
-    """{method: {seed: (final, bytes, seconds)}} of a frontier folder's
-    finished, not diverged runs."""
+    """({method: {seed: (final, bytes, seconds)}} of a frontier folder's
+    finished, not diverged runs; {method: [seeds whose run diverged]})."""
     path = os.path.join(folder, "frontier.tsv")
     if not os.path.isfile(path):
         fail("%s: no frontier.tsv (run scripts/experiments/frontier.py there first)" % folder)
-    runs = {}
+    runs, diverged = {}, {}
     with open(path) as f:
         head = f.readline().rstrip("\n").split("\t")
         for line in f:
             r = dict(zip(head, line.rstrip("\n").split("\t")))
             if r["final"].startswith("diverged"):
+                diverged.setdefault(r["method"], []).append(int(r["seed"]))
                 continue
             runs.setdefault(r["method"], {})[int(r["seed"])] = (float(r["final"]), float(r["bytes_per_rank"]),
                                                                 float(r["training_s"]))
-    return runs
+    return runs, diverged
 
 
-def workload(name, runs):
-    """The rows of one workload: (method, regret points mean, sd, MB, s) and the best period."""
+def workload(name, runs, diverged):
+    """The rows of one workload: (method, regret points mean, sd, MB, s,
+    diverged seeds) and the best period, among the periods that never
+    diverged (all of them when each did). A method whose every run
+    diverged gets a row of its divergence alone."""
     periods = [m for m in runs if fedavg_period(m)]
     if not periods:
         fail("%s: no FedAvg period (fedavg-N) among its methods" % name)
     mean = {m: statistics.mean(v[0] for v in runs[m].values()) for m in runs}
-    best = max(periods, key=lambda m: mean[m])
-    rows = []
-    for m in sorted(runs, key=lambda m: (fedavg_period(m) is None, fedavg_period(m) or 0, m)):
+    best = max([m for m in periods if m not in diverged] or periods, key=lambda m: mean[m])
+    order = lambda m: (fedavg_period(m) is None, fedavg_period(m) or 0, m)  # noqa: E731
+    rows = [{"method": m, "diverged": diverged[m], "seeds": 0} for m in sorted(set(diverged) - set(runs), key=order)]
+    for m in sorted(runs, key=order):
         seeds = sorted(set(runs[m]) & set(runs[best]))
         regrets = [100 * (runs[best][s][0] - runs[m][s][0]) for s in seeds]
         rows.append({"method": m, "final": mean[m], "regret": statistics.mean(regrets), "sd": spread(regrets),
                      "seeds": len(seeds), "mb": statistics.mean(v[1] for v in runs[m].values()) / 1e6,
-                     "s": statistics.mean(v[2] for v in runs[m].values())})
+                     "s": statistics.mean(v[2] for v in runs[m].values()), "diverged": diverged.get(m, [])})
     return best, rows
 
 
@@ -83,24 +89,31 @@ def main():
         named.append((name, read_frontier(folder), folder))
     out = a.out or os.path.dirname(os.path.abspath(named[0][2]))
     text, worst = [], {}
-    for name, runs, folder in named:
-        best, rows = workload(name, runs)
+    for name, (runs, diverged), folder in named:
+        best, rows = workload(name, runs, diverged)
         b = next(r for r in rows if r["method"] == best)
         text += ["## %s" % name, "", "`%s`; the best period: %s, %.4f" % (folder, best, b["final"]), "",
                  "| method | final (mean) | regret (points, paired: mean ± sd) | MB per rank | vs the best period's | "
                  "training time (s) |", "|---|---:|---:|---:|---:|---:|"]
         for r in rows:
-            text.append("| %s | %.4f | %+.2f ± %.2f (%d seeds) | %.2f | %.2fx | %.1f |" % (
-                r["method"], r["final"], r["regret"], r["sd"], r["seeds"], r["mb"], r["mb"] / b["mb"] if b["mb"] else 0,
-                r["s"]))
-            worst.setdefault(r["method"], {})[name] = (r["regret"], r["mb"] <= b["mb"] * 1.0001)
+            gone = "diverged on seed%s %s" % ("s" * (len(r["diverged"]) > 1), ", ".join(map(str, r["diverged"])))
+            if not r["seeds"]:
+                text.append("| %s | - | %s | - | - | - |" % (r["method"], gone))
+                worst.setdefault(r["method"], {})[name] = (math.inf, False)
+                continue
+            text.append("| %s | %.4f | %+.2f ± %.2f (%d seeds%s) | %.2f | %.2fx | %.1f |" % (
+                r["method"], r["final"], r["regret"], r["sd"], r["seeds"], "; " + gone if r["diverged"] else "",
+                r["mb"], r["mb"] / b["mb"] if b["mb"] else 0, r["s"]))
+            worst.setdefault(r["method"], {})[name] = (math.inf if r["diverged"] else r["regret"],
+                                                       r["mb"] <= b["mb"] * 1.0001)
         text.append("")
     names = [n for n, _, _ in named]
     text += ["## Over the workloads", "", "| method | " + " | ".join(names) + " | worst |",
              "|---|" + "---:|" * (len(names) + 1)]
+    points = lambda x: "diverged" if x == math.inf else "%+.2f" % x  # noqa: E731
     for m, per in worst.items():
-        cells = ["%+.2f" % per[n][0] if n in per else "-" for n in names]
-        text.append("| %s | %s | %+.2f |" % (m, " | ".join(cells), max(v[0] for v in per.values())))
+        cells = [points(per[n][0]) if n in per else "-" for n in names]
+        text.append("| %s | %s | %s |" % (m, " | ".join(cells), points(max(v[0] for v in per.values()))))
     sel = worst.get("selsync")
     fixed = {m: per for m, per in worst.items() if fedavg_period(m)}
     if sel and len(sel) == len(names):
@@ -111,7 +124,9 @@ def main():
                  % ("meets it" if sel_ok else "does not", "each miss by 1 point somewhere" if fixed_bad
                     else "not all miss by 1 point anywhere")]
     text += ["", "Regret: 100 x (the best FedAvg period's final score minus the method's), seed by seed on the seeds "
-             "both ran; negative is better than the best period. Scores are top-1 or mAP@0.5 fractions."]
+             "both ran; negative is better than the best period. Scores are top-1 or mAP@0.5 fractions. A method "
+             "that diverged on any seed (training stopped: the gradient was not finite) counts as the worst case "
+             "there; the best period is chosen among the periods that never diverged."]
     write_machine_txt(out, sys.argv)
     with open(os.path.join(out, "regret.md"), "w") as f:
         f.write("# Regret against the best fixed period\n\n`%s`\n\n%s\n" % (" ".join(sys.argv), "\n".join(text)))
