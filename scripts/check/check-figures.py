@@ -105,9 +105,14 @@ def method_row(d, label, versus, **where):
         raise ValueError("no row of %s matches %s" % (d.path, where))
     score = "final" if "final" in rows[0] else "final_map50"
     others = {k: v for k, v in where.items() if k != "method"}
-    mine = d.by_seed(score, **where)
-    diff = "-" if versus == where["method"] else "%s (%d seeds)" % (
-        signed(paired(mine, d.by_seed(score, method=versus, **others)), 2), len(mine))
+    finished = lambda rs: {r["seed"]: float(r[score]) for r in rs if not r[score].startswith("diverged")}  # noqa: E731
+    mine = finished(rows)
+    gone = len(rows) - len(mine)
+    rows = [r for r in rows if r["seed"] in mine]
+    diffs = paired(mine, finished(d.rows(method=versus, **others)))
+    diff = "-" if versus == where["method"] else "%s (%d seed%s%s)" % (
+        signed(diffs, 2) if len(diffs) > 1 else "%+.2f" % diffs[0], len(mine), "s" * (len(mine) > 1),
+        "; %d diverged" % gone if gone else "")
     local = [float(r["local_fraction"]) if "local_fraction" in r else 1 - float(r["sync_share"]) for r in rows]
     return "| %s | %.4f ± %s | %s | %.1f | %.1f | %.1f%% |" % (
         label, mean(list(mine.values())), "%.4f" % sd(list(mine.values())) if len(mine) > 1 else "n/a", diff,
