@@ -18,18 +18,22 @@
 
 #define DEFAULT_CHUNK_BYTES ((size_t)1 << 30)
 /* Ring reduce-scatter: bytes per message (segment), which is also the
- * scratch size. Among the ranks of one host: small enough for the received
- * segment to still be in cache when it is added (measured: 256 KiB - 1 MiB
- * beat whole blocks by 10-40 % at 8-32 MiB payloads, at no cost at 1 MiB).
- * Between hosts: fewer, larger messages, so that each one's rendezvous
- * idles the link less (docs/transport-ucx/segments). Either can be set at
+ * scratch size. Among the ranks of one host, RING_SEGMENT_BYTES: small
+ * enough for the received segment to still be in cache when it is added
+ * (measured: 256 KiB - 1 MiB beat whole blocks by 10-40 % at 8-32 MiB
+ * payloads, at no cost at 1 MiB). Between hosts, a step's block in
+ * RING_SEGMENTS_PER_STEP segments of RING_SEGMENT_BYTES to
+ * RING_SEGMENT_BYTES_HOSTS: fewer, larger messages, so that each one's
+ * rendezvous idles the link less, but enough of them to keep the link busy
+ * while one is added (docs/transport-ucx/segments). The sizes can be set at
  * compile time, for the benchmark that chose them. */
 #ifndef RING_SEGMENT_BYTES
 #define RING_SEGMENT_BYTES ((size_t)1 << 20)
 #endif
 #ifndef RING_SEGMENT_BYTES_HOSTS
-#define RING_SEGMENT_BYTES_HOSTS ((size_t)4 << 20)
+#define RING_SEGMENT_BYTES_HOSTS ((size_t)8 << 20)
 #endif
+#define RING_SEGMENTS_PER_STEP 4
 /* MPI_Reduce_scatter_block: bytes per reduce-scatter + allgather pair. Open
  * MPI allocates a temporary of about this size inside each call; kept below
  * glibc's largest dynamic mmap threshold (32 MiB) so it is recycled from the

@@ -255,6 +255,15 @@ static selsync_status ring_tcp_step(mpi_ctx *c, int phase, size_t seg, size_t so
     return SELSYNC_OK;
 }
 
+/* The reduce-scatter's segment, in bytes, for blocks of at most maxblk
+ * floats (see RING_SEGMENT_BYTES in mpi_ctx.h). */
+static size_t ring_segment_bytes(const mpi_ctx *c, size_t maxblk)
+{
+    size_t share = maxblk * sizeof(float) / RING_SEGMENTS_PER_STEP;
+    if (c->one_host || share < RING_SEGMENT_BYTES) return RING_SEGMENT_BYTES;
+    return share < RING_SEGMENT_BYTES_HOSTS ? share : RING_SEGMENT_BYTES_HOSTS;
+}
+
 /* Ring reduce-scatter then ring allgather of plan pl, in place, each
  * exchange an MPI_Irecv from the left and an MPI_Isend to the right,
  * waited for together, RING_DEPTH exchanges in flight. Reduce-scatter step
@@ -263,8 +272,9 @@ static selsync_status ring_tcp_step(mpi_ctx *c, int phase, size_t seg, size_t so
  * add it into the array; after p-1 steps position r alone holds the
  * complete sum of block r, which it multiplies by scale as it completes.
  * Allgather step s: send block (r-s) right, receive block (r-s-1) from the
- * left straight into the array. Segments: at most RING_SEGMENT_BYTES (on
- * one host; RING_SEGMENT_BYTES_HOSTS between hosts) in the reduce-scatter,
+ * left straight into the array. Segments: RING_SEGMENT_BYTES on one host,
+ * a quarter of a block within [RING_SEGMENT_BYTES, RING_SEGMENT_BYTES_HOSTS]
+ * between hosts (see mpi_ctx.h), in the reduce-scatter;
  * ring_chunk_elems() in the allgather (<= INT_MAX elements, <= chunk_bytes).
  * A message whose elements span several of the caller's segments travels
  * as an hindexed type over them. The scratch is allocated once and kept,
@@ -274,14 +284,14 @@ selsync_status ring_run(mpi_ctx *c, const ring_plan *pl, float scale)
     size_t p = pl->p, r = pl->me, n = pl->n, maxblk = 0;
     int right = ring_plan_rank(pl, (r + 1) % p), left = ring_plan_rank(pl, (r + p - 1) % p);
     int peer[2] = {left, right};
-    size_t seg_bytes = c->one_host ? RING_SEGMENT_BYTES : RING_SEGMENT_BYTES_HOSTS;
-    size_t seg_rs = (c->chunk_bytes < seg_bytes ? c->chunk_bytes : seg_bytes) / sizeof(float);
-    if (seg_rs == 0) seg_rs = 1;
     size_t seg_ag = ring_chunk_elems(c, sizeof(float));
     for (size_t b = 0; b < p; b++) {
         size_t len = ring_plan_off(c, pl, b + 1) - ring_plan_off(c, pl, b);
         if (len > maxblk) maxblk = len;
     }
+    size_t seg_bytes = ring_segment_bytes(c, maxblk);
+    size_t seg_rs = (c->chunk_bytes < seg_bytes ? c->chunk_bytes : seg_bytes) / sizeof(float);
+    if (seg_rs == 0) seg_rs = 1;
     size_t slot = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
     int tcp = !pl->rank && c->tcp_out >= 0 && p > 1; /* a whole block in the scratch */
     selsync_status st =
