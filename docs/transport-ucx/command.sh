@@ -6,6 +6,9 @@
 # 10 timed calls of each after 2 warm-ups, 1, 8, 32 and 64 MiB. From the
 # repository root, after a build:
 #   sh docs/transport-ucx/command.sh OUT HOSTS...     (e.g. OUT 2 4)
+# This folder's tables ran at commit ca4bafc, when the ring still had TCP
+# sockets of its own (SELSYNC_RING_LINKS=tcp); those are retired, and a build
+# since refuses the variable: the ring runs over MPI alone.
 set -u
 out=${1:?usage: command.sh OUT HOSTS...}
 shift

@@ -675,9 +675,9 @@ static int on_selsync_section(network *net, const char *cfgfile, int line,
     if (ad->rank == 0) {
         char text[512];
         selsync_config_describe(&a->cfg, ad->world, text, sizeof text);
-        const char *links = selsync_mpi_ring_links();
-        report(NULL, "%s; %s%s%s%s%s", text, gemm_kernel(), *links ? "; sums over " : "", links,
-               ad->network[0] ? "; virtual time: " : "", ad->network);
+        const char *hosts = selsync_mpi_hosts();
+        report(NULL, "%s; %s%s%s%s%s%s", text, gemm_kernel(), *hosts ? "; sums over MPI (" : "", hosts,
+               *hosts ? ")" : "", ad->network[0] ? "; virtual time: " : "", ad->network);
     }
     return 0;
 }
@@ -725,8 +725,7 @@ int darknet_plugin_init(int *argc, char ***argv)
         return EXIT_FAILURE;
     }
     if (selsync_mpi_init(argc, argv, &ad->comm, err, sizeof err)) {
-        report(NULL, "%s", err);
-        selsync_mpi_finalize(); /* MPI may be up: every rank reports before any exits */
+        report(NULL, "%s", err); /* a failed init leaves MPI down */
         free(ad);
         return EXIT_FAILURE;
     }

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static mpi_ctx world = {
     .bg = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER},
@@ -19,8 +18,6 @@ static mpi_ctx world = {
     .size = 1,
     .chunk_bytes = DEFAULT_CHUNK_BYTES,
     .sum_alg = SELSYNC_MPI_SUM_RING,
-    .tcp_out = -1,
-    .tcp_in = -1,
     .background = -1,
 };
 
@@ -155,6 +152,42 @@ static int launched_by_mpi(void)
     return 0;
 }
 
+/* The settings of the ring's own TCP links, which are gone: 0 (and the
+ * error) when one is set, so that a job that relied on them stops at start
+ * instead of running otherwise. */
+static int retired_settings(mpi_ctx *c)
+{
+    static const char *const retired[] = {"SELSYNC_RING_LINKS", "SELSYNC_RING_IFNAME"};
+    for (size_t k = 0; k < sizeof retired / sizeof *retired; k++) {
+        const char *v = getenv(retired[k]);
+        if (v && *v) {
+            ctx_error(c,
+                      "%s=%.60s: the ring's own TCP links are retired; the sums run over MPI, which "
+                      "between hosts takes Open MPI's UCX at the link's rate (docs/cluster.md, \"The "
+                      "transport: UCX\"): unset %s",
+                      retired[k], v, retired[k]);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Where the ranks run: one_host, and hosts for the start-up line. Collective. */
+static void find_hosts(mpi_ctx *c)
+{
+    MPI_Comm node;
+    int local = 0, leader, hosts = 0;
+    if (MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &local);
+        MPI_Comm_free(&node);
+    }
+    leader = local == 0;
+    MPI_Allreduce(&leader, &hosts, 1, MPI_INT, MPI_SUM, c->comm);
+    c->one_host = hosts == 1;
+    if (c->size == 1 || c->one_host) snprintf(c->hosts, sizeof c->hosts, "%s", "ranks share a host");
+    else snprintf(c->hosts, sizeof c->hosts, "%d hosts", hosts);
+}
+
 selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char *err,
                                 size_t errlen)
 {
@@ -173,14 +206,8 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
         *out = selsync_comm_single();
         return SELSYNC_OK;
     }
-    const char *links = getenv("SELSYNC_RING_LINKS");
-    if (!env_seconds(c, "SELSYNC_STALL_WARN", 60, &c->stall_warn) ||
+    if (!retired_settings(c) || !env_seconds(c, "SELSYNC_STALL_WARN", 60, &c->stall_warn) ||
         !env_seconds(c, "SELSYNC_STALL_TIMEOUT", 0, &c->stall_timeout)) {
-        copy_err(err, errlen, c->last_error);
-        return SELSYNC_ECONFIG;
-    }
-    if (links && *links && strcmp(links, "auto") && strcmp(links, "mpi") && strcmp(links, "tcp")) {
-        ctx_error(c, "SELSYNC_RING_LINKS=%.100s: expected auto, mpi or tcp", links);
         copy_err(err, errlen, c->last_error);
         return SELSYNC_ECONFIG;
     }
@@ -252,14 +279,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
     c->bytes = c->bytes_bg = 0;
     c->seq = 0;
     c->step = -1;
-    c->op = "a trial sum of the ring's links";
-    if ((st = links_setup(c, links)) != SELSYNC_OK) { /* every rank fails here: finalised after it reported */
-        copy_err(err, errlen, c->last_error);
-        c->active = 0;
-        c->unfinished = 1;
-        return st;
-    }
-    c->seq = 0;
+    find_hosts(c);
     /* Registered after MPI_Init_thread, so it runs before anything MPI
      * registered during initialisation. */
     if (!c->atexit_done && atexit(at_exit_handler) == 0) c->atexit_done = 1;
@@ -271,23 +291,13 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out, char
 void selsync_mpi_finalize(void)
 {
     mpi_ctx *c = &world;
-    if (c->unfinished) {
-        c->unfinished = 0;
-        release(c);
-        return;
-    }
     if (!c->active) return;
     gate_stop_background(c);
     c->active = 0;
-    if (c->tcp_out >= 0) close(c->tcp_out);
-    if (c->tcp_in >= 0) close(c->tcp_in);
-    c->tcp_out = c->tcp_in = -1;
     release(c);
-    for (int i = 0; i < 2; i++) {
-        free(c->iov[i]);
-        c->iov[i] = NULL;
-        c->iov_cap[i] = 0;
-    }
+    free(c->iov);
+    c->iov = NULL;
+    c->iov_cap = 0;
     free(c->scratch);
     free(c->pack);
     free(c->start);
@@ -319,10 +329,10 @@ void selsync_mpi_set_step(int64_t step)
     __atomic_store_n(&c->step, step, __ATOMIC_RELAXED);
 }
 
-const char *selsync_mpi_ring_links(void)
+const char *selsync_mpi_hosts(void)
 {
     mpi_ctx *c = &world;
-    return c->active ? c->links : "";
+    return c->active ? c->hosts : "";
 }
 
 const char *selsync_mpi_last_error(void)

@@ -25,12 +25,10 @@
  * Returns SELSYNC_ECOMM (message in err) when MPI_Init_thread fails or
  * provides less than MPI_THREAD_FUNNELED; SELSYNC_ECONFIG when
  * SELSYNC_MPI_SUM holds neither "ring" nor "reduce_scatter_block",
- * SELSYNC_RING_LINKS none of auto, mpi, tcp, or SELSYNC_STALL_WARN or
- * SELSYNC_STALL_TIMEOUT anything but whole seconds (checked before MPI is
- * initialised);
- * SELSYNC_ECOMM when SELSYNC_RING_LINKS=tcp and the links cannot be made
- * (then call selsync_mpi_finalize after reporting it);
- * SELSYNC_EINVAL on NULL out.
+ * SELSYNC_STALL_WARN or SELSYNC_STALL_TIMEOUT anything but whole seconds,
+ * or SELSYNC_RING_LINKS or SELSYNC_RING_IFNAME is set (the settings of the
+ * ring's own TCP links, which are retired; checked before MPI is
+ * initialised); SELSYNC_EINVAL on NULL out.
  *
  * The atexit handler: if the process exits while the communicator is active
  * (selsync_mpi_finalize not called, MPI not finalised), e.g. exit(1) on one
@@ -44,10 +42,7 @@ selsync_status selsync_mpi_init(int *argc, char ***argv, selsync_comm *out,
                                 char *err, size_t errlen);
 
 /* Frees the communicator and finalises MPI if selsync_mpi_init initialised
- * it; also after an init that failed with MPI started (the ring's TCP links
- * could not be made, on every rank), where the caller reports the error
- * first and then calls this: being collective, it lets every rank report
- * before any exits. Idempotent; a no-op when MPI was not used. Collective over all ranks
+ * it. Idempotent; a no-op when MPI was not used. Collective over all ranks
  * (MPI_Finalize). The communicator from selsync_mpi_init must not be used
  * afterwards (its ops then return SELSYNC_ESTATE). */
 void selsync_mpi_finalize(void);
@@ -60,10 +55,9 @@ int selsync_mpi_active(void);
  * (the state after selsync_mpi_init). */
 void selsync_mpi_set_step(int64_t step);
 
-/* What the world ring (sum_f32, sum_f32v) runs over, for a start-up line:
- * "MPI", "MPI (ranks share a host)", "TCP on eth0 (4 MiB sums: ...)", ...
- * ("" when not active). */
-const char *selsync_mpi_ring_links(void);
+/* Where the ranks run, for a start-up line: "ranks share a host" or
+ * "N hosts" ("" when not active). */
+const char *selsync_mpi_hosts(void);
 
 /* The message of the last failure of this module ("" when none): the MPI
  * call and MPI_Error_string of its error code. Static storage; valid until

@@ -2,7 +2,7 @@
  * sets the context up and fills the ops table; every op enters through the
  * gate (gate.c), which keeps MPI to one thread at a time; the stall watch
  * (stall_watch.c) completes every request; the ring (ring.c) sums over
- * MPI or its TCP links (links.c); collectives.c and p2p.c are the ops.
+ * MPI; collectives.c and p2p.c are the ops.
  * Every function takes the context: nothing is kept in file statics. */
 #ifndef SELSYNC_MPI_CTX_H
 #define SELSYNC_MPI_CTX_H
@@ -100,7 +100,6 @@ typedef struct mpi_ctx {
     MPI_Comm watch;      /* stall notices: a third duplicate */
     int rank, size;
     int active;          /* comm is live */
-    int unfinished;      /* init failed with MPI up: selsync_mpi_finalize finalises it */
     int own_init;        /* we called MPI_Init_thread */
     int atexit_done;     /* handler registered */
     int threads_ok;      /* MPI allows a second thread (MPI_THREAD_SERIALIZED or more) */
@@ -145,7 +144,6 @@ typedef struct mpi_ctx {
     uint64_t *reached;   /* per rank: the highest seq it is known to have entered */
     uint64_t *note_buf;  /* per rank: the notice in flight to it */
     MPI_Request *note_req;
-    double tcp_next_warn; /* a TCP transfer's next warning (ring_tcp_tick) */
 
     /* The ring (ring.c): segments seg[0 .. nseg) back to back as one array,
      * segment k from element start[k], seen from element rot (ring_at());
@@ -155,14 +153,11 @@ typedef struct mpi_ctx {
     int *len;
     MPI_Aint *disp;
     size_t map_cap;
-    struct iovec *iov[2];
-    size_t iov_cap[2];
+    struct iovec *iov;   /* ring_pieces of one message */
+    size_t iov_cap;
     float *scratch;      /* sum_f32 scratch, kept between calls */
     size_t scratch_cap;  /* in floats */
-    /* The world ring's links (links.c, SELSYNC_RING_LINKS): TCP sockets to
-     * the right neighbour (written) and from the left one (read), or -1. */
-    int tcp_out, tcp_in;
-    char links[256];     /* what the world ring runs over, for messages */
+    char hosts[32];      /* where the ranks run, for the start-up line */
 
     /* The collectives (collectives.c). */
     float *pack;         /* reduce_scatter_block sum_f32v: the packed array */
@@ -226,8 +221,6 @@ selsync_status ring_set_array(mpi_ctx *c, const selsync_segment *segs, size_t ns
 selsync_status ring_view(mpi_ctx *c, size_t off, size_t n, void **buf, int *count, MPI_Datatype *type);
 selsync_status ring_run(mpi_ctx *c, const ring_plan *pl, float scale);
 
-/* links.c: the world ring's TCP links (collective). */
-selsync_status links_setup(mpi_ctx *c, const char *mode);
 
 /* collectives.c and p2p.c: the ops of comm.h. */
 selsync_status comm_mpi_sum_f32(void *ctx, float *buf, size_t n);

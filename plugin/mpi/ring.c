@@ -1,14 +1,10 @@
 /* The ring sum: the caller's segments seen as one array, a ring
- * reduce-scatter then allgather of it over MPI (or the world ring's TCP
- * links), among every rank or a list of members; see comm_mpi.h for the
- * order of the additions, which fixes the bits. */
+ * reduce-scatter then allgather of it over MPI, among every rank or a list
+ * of members; see comm_mpi.h for the order of the additions, which fixes
+ * the bits. */
 #include "mpi_ctx.h"
 
 #include <limits.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "tcp_link.h"
 
 /* Elements of esize bytes per MPI call: >= 1, <= INT_MAX, <= chunk_bytes. */
 size_t ring_chunk_elems(const mpi_ctx *c, size_t esize)
@@ -69,19 +65,19 @@ static float *ring_at(mpi_ctx *c, size_t pos, size_t *run)
     return c->seg[lo].data + (pos - c->start[lo]);
 }
 
-/* The array's elements [off, off + n) as pieces c->iov[which][0 .. *count),
- * each a run of one caller segment. */
-static selsync_status ring_pieces(mpi_ctx *c, int which, size_t off, size_t n, int *count)
+/* The array's elements [off, off + n) as pieces c->iov[0 .. *count), each
+ * a run of one caller segment. */
+static selsync_status ring_pieces(mpi_ctx *c, size_t off, size_t n, int *count)
 {
     size_t run, k = 0;
     for (size_t d = 0; d < n; d += run, k++) ring_at(c, off + d, &run);
-    selsync_status st = ctx_reserve(c, (void **)&c->iov[which], &c->iov_cap[which], k ? k : 1, sizeof *c->iov[which]);
+    selsync_status st = ctx_reserve(c, (void **)&c->iov, &c->iov_cap, k ? k : 1, sizeof *c->iov);
     if (st != SELSYNC_OK) return st;
     k = 0;
     for (size_t d = 0; d < n; d += run, k++) {
         float *q = ring_at(c, off + d, &run);
         if (run > n - d) run = n - d;
-        c->iov[which][k] = (struct iovec){q, run * sizeof(float)};
+        c->iov[k] = (struct iovec){q, run * sizeof(float)};
     }
     *count = (int)k;
     return SELSYNC_OK;
@@ -89,22 +85,22 @@ static selsync_status ring_pieces(mpi_ctx *c, int which, size_t off, size_t n, i
 
 /* Elements [off, off + n) of the array as an MPI buffer: the segment itself
  * when one holds them all, else MPI_BOTTOM and one element of a new
- * hindexed type over their ring_pieces (*type, to be freed). Uses c->iov[0]. */
+ * hindexed type over their ring_pieces (*type, to be freed). Uses c->iov. */
 selsync_status ring_view(mpi_ctx *c, size_t off, size_t n, void **buf, int *count, MPI_Datatype *type)
 {
     int k = 0;
-    selsync_status st = n ? ring_pieces(c, 0, off, n, &k) : SELSYNC_OK;
+    selsync_status st = n ? ring_pieces(c, off, n, &k) : SELSYNC_OK;
     *type = MPI_FLOAT;
     *count = (int)n;
-    *buf = n ? c->iov[0][0].iov_base : c->scratch;
+    *buf = n ? c->iov[0].iov_base : c->scratch;
     if (st != SELSYNC_OK || k <= 1) return st;
     size_t cap = c->map_cap;
     st = ctx_reserve(c, (void **)&c->len, &cap, (size_t)k, sizeof *c->len);
     if (st == SELSYNC_OK) st = ctx_reserve(c, (void **)&c->disp, &c->map_cap, (size_t)k, sizeof *c->disp);
     if (st != SELSYNC_OK) return st;
     for (int i = 0; i < k; i++) {
-        c->len[i] = (int)(c->iov[0][i].iov_len / sizeof(float));
-        MPI_Get_address(c->iov[0][i].iov_base, &c->disp[i]);
+        c->len[i] = (int)(c->iov[i].iov_len / sizeof(float));
+        MPI_Get_address(c->iov[i].iov_base, &c->disp[i]);
     }
     int rc = MPI_Type_create_hindexed(k, c->len, c->disp, MPI_FLOAT, type);
     if (rc == MPI_SUCCESS) rc = MPI_Type_commit(type);
@@ -190,71 +186,6 @@ static selsync_status ring_post(mpi_ctx *c, ring_msg *m, int phase, size_t o, si
     return e == MPI_SUCCESS ? SELSYNC_OK : ctx_mpi_failed(c, "MPI_Isend/MPI_Irecv", e);
 }
 
-/* The stall watch of a TCP transfer: the same warnings and timeout as
- * stall_wait's, naming the left neighbour while data from it is missing,
- * else the right one. */
-static int ring_tcp_tick(void *user, double waited, int receiving)
-{
-    mpi_ctx *c = *(mpi_ctx **)user; /* the first member of tcp_sum */
-    char missing[48];
-    gate_abort_pending(c);
-    snprintf(missing, sizeof missing, "for rank(s) %d", (c->rank + (receiving ? c->size - 1 : 1)) % c->size);
-    if (waited < 0.15) c->tcp_next_warn = c->stall_warn; /* a new transfer's first tick */
-    if (c->stall_timeout > 0 && waited >= c->stall_timeout) stall_say(c, missing, waited, 1);
-    if (c->stall_warn > 0 && waited >= c->tcp_next_warn) {
-        stall_say(c, missing, waited, 0);
-        while (c->tcp_next_warn <= waited) c->tcp_next_warn += c->stall_warn;
-    }
-    return 0;
-}
-
-/* The reduce-scatter's received pieces: piece k is added into the array
- * (times scale) as soon as it has arrived, while it is still in cache. */
-typedef struct tcp_sum {
-    mpi_ctx *c;
-    size_t ro, rl, seg;
-    float scale;
-} tcp_sum;
-
-static int ring_tcp_add(void *user, int k)
-{
-    const tcp_sum *t = user;
-    mpi_ctx *c = t->c;
-    size_t o = (size_t)k * t->seg, n = t->rl - o < t->seg ? t->rl - o : t->seg;
-    return ring_apply(c, t->ro + o, n, c->scratch + o, t->scale) != SELSYNC_OK;
-}
-
-/* One step of the world ring over its TCP links: block at so (sl
- * elements) to the right, block at ro (rl) from the left, at once. Phase 0
- * receives into the scratch in pieces of seg elements, each added in as it
- * arrives (times scale); phase 1 straight into the array. The same blocks,
- * order and bits as over MPI. */
-static selsync_status ring_tcp_step(mpi_ctx *c, int phase, size_t seg, size_t so, size_t sl, size_t ro, size_t rl,
-                                    float scale)
-{
-    int ns = 0, nr = 0;
-    char why[160];
-    tcp_sum sum = {c, ro, rl, seg, scale};
-    tcp_hooks hooks = {ring_tcp_tick, phase == 0 ? ring_tcp_add : NULL, &sum};
-    selsync_status st = ring_pieces(c, 0, so, sl, &ns);
-    if (st == SELSYNC_OK && phase == 1) st = ring_pieces(c, 1, ro, rl, &nr);
-    if (st == SELSYNC_OK && phase == 0) {
-        nr = (int)((rl + seg - 1) / seg);
-        st = ctx_reserve(c, (void **)&c->iov[1], &c->iov_cap[1], nr ? (size_t)nr : 1, sizeof *c->iov[1]);
-        for (int k = 0; st == SELSYNC_OK && k < nr; k++) {
-            size_t o = (size_t)k * seg;
-            c->iov[1][k] = (struct iovec){c->scratch + o, (rl - o < seg ? rl - o : seg) * sizeof(float)};
-        }
-    }
-    if (st != SELSYNC_OK) return st;
-    if (tcp_transfer(c->tcp_out, c->iov[0], ns, c->tcp_in, c->iov[1], nr, &hooks, why, sizeof why) != 0) {
-        if (!strcmp(why, "stopped where a received piece was used")) return SELSYNC_ECOMM; /* apply's message */
-        ctx_error(c, "%s failed on rank %d over the TCP links of the ring_run (%s): %s", c->op, c->rank, c->links, why);
-        return SELSYNC_ECOMM;
-    }
-    return SELSYNC_OK;
-}
-
 /* The reduce-scatter's segment, in bytes, for blocks of at most maxblk
  * floats (see RING_SEGMENT_BYTES in mpi_ctx.h). */
 static size_t ring_segment_bytes(const mpi_ctx *c, size_t maxblk)
@@ -293,9 +224,7 @@ selsync_status ring_run(mpi_ctx *c, const ring_plan *pl, float scale)
     size_t seg_rs = (c->chunk_bytes < seg_bytes ? c->chunk_bytes : seg_bytes) / sizeof(float);
     if (seg_rs == 0) seg_rs = 1;
     size_t slot = p > 1 ? (maxblk < seg_rs ? maxblk : seg_rs) : 0;
-    int tcp = !pl->rank && c->tcp_out >= 0 && p > 1; /* a whole block in the scratch */
-    selsync_status st =
-        ctx_reserve(c, (void **)&c->scratch, &c->scratch_cap, tcp ? maxblk : RING_DEPTH * slot, sizeof(float));
+    selsync_status st = ctx_reserve(c, (void **)&c->scratch, &c->scratch_cap, RING_DEPTH * slot, sizeof(float));
     uint64_t sent = 0;
     c->rot = pl->rot;
     if (p == 1 && st == SELSYNC_OK) st = ring_apply(c, 0, n, NULL, scale);
@@ -311,11 +240,6 @@ selsync_status ring_run(mpi_ctx *c, const ring_plan *pl, float scale)
              * even where a block is shorter or empty. */
             size_t count = (maxblk + seg - 1) / seg, posted = 0;
             ring_msg m[RING_DEPTH];
-            if (tcp) { /* the world ring over its TCP links */
-                st = ring_tcp_step(c, phase, seg, so, sl, ro, rl, s + 2 == p ? scale : 1.0f);
-                sent += sl * sizeof(float);
-                continue;
-            }
             for (size_t k = 0; k < count && st == SELSYNC_OK; ++k) {
                 while (st == SELSYNC_OK && posted < count && posted < k + RING_DEPTH) {
                     st = ring_post(c, &m[posted % RING_DEPTH], phase, posted * seg, seg, so, sl, ro, rl,

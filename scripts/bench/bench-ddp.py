@@ -4,9 +4,9 @@ overlapped with it) and selsync against PyTorch DistributedDataParallel, on
 the same network, data, batch and hosts, side by side in one run.
 
 Usage: scripts/bench/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N]
-           [--rate RATE] [--eval-every K] [--heldout H] [--rounds R]
+           [--rate RATE] [--pml LIST] [--eval-every K] [--heldout H] [--rounds R]
            [--build DIR] [--out DIR]
-       scripts/bench/bench-ddp.py --transfer [--ranks N] [--rate RATE] [--build DIR] [--out DIR]
+       scripts/bench/bench-ddp.py --transfer [--ranks N] [--rate RATE] [--pml LIST] [--build DIR] [--out DIR]
 
   --cfg       a classifier cfg (default cfg/fmnist-wide.cfg, 12 MB of parameters)
   --steps     training steps of every run (default 300); the cfg's
@@ -15,6 +15,10 @@ Usage: scripts/bench/bench-ddp.py [--cfg CFG] [--steps S] [--batch B] [--ranks N
   --ranks     ranks (default 2)
   --rate      the emulated hosts' links (default 1gbit; see
               scripts/emulated-cluster.sh), or shm: one machine, shared memory
+  --pml       Open MPI's transports the darknet runs use between the
+              emulated hosts, each in turn (default ucx,ob1: UCX, the
+              cluster's default, and ob1 with its TCP btl); ucx is left
+              out, said in one line, where Open MPI has no UCX pml
   --eval-every  held-out top-1 every K steps (default 50) and at the end
   --heldout   held-out images: the first H of t10k (default 2000)
   --rounds    the runs are repeated R times in turn (default 1); the table
@@ -36,13 +40,14 @@ torch.set_num_threads(1)):
   selsync        darknet selsync with the cfg's [selsync] defaults (delta
                  0.3, overlap=1): each parameter average runs during the
                  next step and is applied one step late
-The darknet runs start from the same initial weights (darknet partial).
+The darknet runs start from the same initial weights (darknet partial), and
+run once per --pml transport (named "bsp (ucx)", "bsp (ob1)", ...).
 
 --transfer times the sums alone instead, on the same hosts, at 1, 4, 12
 and 32 MiB (the median of 10 after 2): darknet's ring (the transport's
-sum_f32, tests/bench_transfer) over MPI (SELSYNC_RING_LINKS=mpi) and over
-its TCP links (tcp), Open MPI's MPI_Allreduce, and gloo's all_reduce; and
-the rate a ring all-reduce's 2 (N-1)/N S bytes per rank give.
+sum_f32, tests/bench_transfer) and Open MPI's MPI_Allreduce over each
+--pml transport, and gloo's all_reduce; and the share of the link's rate
+(956 Mbit/s of payload) a ring all-reduce's 2 (N-1)/N S bytes per rank give.
 
 Printed: per run the training time per step (evaluations left out), for
 darknet the communication the step waited for (exposed: the metrics'
@@ -70,6 +75,8 @@ WORKER = os.path.join(ROOT, "scripts", "bench", "bench_ddp_worker.py")
 DARKNET_RUNS = [("bsp-after", "method=bsp\noverlap=0\n"), ("bsp", "method=bsp\n"),
                 ("selsync-now", "method=selsync\noverlap=0\n"), ("selsync", "method=selsync\n")]
 HIDDEN_AGAINST = {"bsp": "bsp-after", "selsync": "selsync-now"}  # the same run without overlap
+# mpirun's options per transport: UCX is the emulated cluster's default
+PML_OPTIONS = {"ucx": [], "ob1": ["--mca", "pml", "ob1", "--mca", "btl", "tcp,self"]}
 
 
 def fail(msg):
@@ -89,10 +96,20 @@ def options():
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out")
+    ap.add_argument("--pml", default="ucx,ob1")
     ap.add_argument("--transfer", action="store_true")
     a = ap.parse_args()
     if min(a.steps, a.batch, a.ranks, a.eval_every, a.heldout, a.rounds) < 1:
         fail("--steps, --batch, --ranks, --eval-every, --heldout and --rounds must be >= 1")
+    a.pml = [p for p in a.pml.split(",") if p]
+    if not a.pml or any(p not in PML_OPTIONS for p in a.pml):
+        fail("--pml takes ucx, ob1 or both, comma-separated")
+    if a.rate == "shm":
+        a.pml = a.pml[:1]  # one machine: shared memory whatever the pml
+    elif "ucx" in a.pml and "MCA pml: ucx " not in subprocess.run(
+            ["ompi_info"], stdout=subprocess.PIPE, universal_newlines=True).stdout:
+        print("bench-ddp: Open MPI has no UCX pml here: ucx left out", file=sys.stderr)
+        a.pml = [p for p in a.pml if p != "ucx"] or ["ob1"]
     return a
 
 
@@ -126,8 +143,8 @@ class Hosts:
         if self.name:
             subprocess.call(["sh", CLUSTER, "down", self.name])
 
-    def mpirun(self, env_vars, argv):
-        xs = [w for v in env_vars for w in ("-x", v)]
+    def mpirun(self, env_vars, argv, pml="ucx"):
+        xs = PML_OPTIONS[pml] + [w for v in env_vars for w in ("-x", v)]
         if self.name:
             return ["sh", CLUSTER, "mpirun", self.name, "-np", str(self.ranks)] + xs + argv
         return ["mpirun", "--oversubscribe", "-np", str(self.ranks)] + xs + argv
@@ -207,23 +224,22 @@ def gloo_env(hosts, rate):
 
 
 def transfer(a, out, env):
-    """The sums alone: darknet's ring over MPI and over TCP, MPI_Allreduce, gloo."""
+    """The sums alone: darknet's ring and MPI_Allreduce over each pml, gloo."""
     bench = os.path.join(a.build, "tests", "bench_transfer")
     if not os.access(bench, os.X_OK):
         fail("%s not found (cmake --build %s --target bench_transfer)" % (bench, a.build))
     ms = {}
     sizes = [str(m) for m in TRANSFER_MIB]
     with Hosts(a.ranks, a.rate) as hosts:
-        for links in ("mpi", "tcp"):
-            log = os.path.join(out, "transfer-%s.log" % links)
-            run(hosts.mpirun(["OPENBLAS_NUM_THREADS=1", "SELSYNC_RING_LINKS=" + links],
-                             [bench, "10", "2"] + sizes), log, env)
+        for pml in a.pml:
+            log = os.path.join(out, "transfer-%s.log" % pml)
+            run(hosts.mpirun(["OPENBLAS_NUM_THREADS=1"], [bench, "10", "2"] + sizes, pml), log, env)
             with open(log) as f:
                 rows = [l.split() for l in f if l.split() and l.split()[0].isdigit()]
             for r in rows:
                 mib = int(r[0]) / 2.0 ** 20
-                ms.setdefault(mib, {})["ring over " + links.upper()] = float(r[1])
-                ms[mib]["MPI_Allreduce"] = float(r[3])
+                ms.setdefault(mib, {})["ring, " + pml] = float(r[1])
+                ms[mib]["MPI_Allreduce, " + pml] = float(r[3])
         log = os.path.join(out, "transfer-gloo.log")
         run(hosts.mpirun(gloo_env(hosts, a.rate), ["/usr/bin/python3", WORKER, "allreduce", "10"] + sizes), log, env)
         with open(log) as f:
@@ -231,13 +247,14 @@ def transfer(a, out, env):
                 w = l.split()
                 if w and w[0] == "allreduce":
                     ms.setdefault(float(w[1]), {})["gloo"] = float(w[2])
-    cols = ["ring over TCP", "ring over MPI", "MPI_Allreduce", "gloo"]
-    print("\n| MiB | " + " | ".join(c + " (ms)" for c in cols) + " | TCP ring's rate (Mbit/s) |")
+    cols = [c % p for p in a.pml for c in ("ring, %s", "MPI_Allreduce, %s")] + ["gloo"]
+    print("\n| MiB | " + " | ".join(c + " (ms)" for c in cols) + " | the link's time (ms) |")
     print("|---:|" + "---:|" * (len(cols) + 1))
     for mib in sorted(ms):
         row = ms[mib]
-        rate = 2.0 * (a.ranks - 1) / a.ranks * mib * 2 ** 20 * 8 / (row["ring over TCP"] / 1000) / 1e6
-        print("| %g | %s | %.0f |" % (mib, " | ".join("%.1f" % row[c] if c in row else "-" for c in cols), rate))
+        link = 2.0 * (a.ranks - 1) / a.ranks * mib * 2 ** 20 * 8 / 956e6 * 1000
+        cell = lambda c: "%.1f (%.0f %%)" % (row[c], 100 * link / row[c]) if c in row else "-"  # noqa: E731
+        print("| %g | %s | %.1f |" % (mib, " | ".join(cell(c) for c in cols), link))
 
 
 def main():
@@ -253,15 +270,17 @@ def main():
               % (a.ranks, "shared memory" if a.rate == "shm" else "emulated hosts, " + a.rate, out), flush=True)
         return transfer(a, out, env)
     data, init, cfgs = darknet_files(a, out)
-    names = ["ddp"] + [n for n, _ in DARKNET_RUNS]
+    runs = [("ddp", None, None)] + [("%s (%s)" % (n, p) if a.rate != "shm" else n, n, p)
+                                    for p in a.pml for n, _ in DARKNET_RUNS]
+    names = [name for name, _, _ in runs]
     res = {n: {"ms": [], "exposed": [], "evals": None} for n in names}
     print("bench-ddp: %s, %d ranks, %s, batch %d per rank, %d steps, %d round(s); files in %s"
           % (os.path.basename(a.cfg), a.ranks, "shared memory" if a.rate == "shm" else "emulated hosts, " + a.rate,
              a.batch, a.steps, a.rounds, out), flush=True)
     with Hosts(a.ranks, a.rate) as hosts:
         for r in range(a.rounds):
-            for n in names:
-                log = os.path.join(out, "%s.%d.log" % (n, r))
+            for n, kind, pml in runs:
+                log = os.path.join(out, "%s.%d.log" % (n.replace(" (", ".").rstrip(")"), r))
                 if n == "ddp":
                     res_file = os.path.join(out, "ddp.%d.out" % r)
                     run(hosts.mpirun(gloo_env(hosts, a.rate),
@@ -271,9 +290,9 @@ def main():
                     exposed = None
                 else:
                     run(hosts.mpirun(["OPENBLAS_NUM_THREADS=1"],
-                                     [os.path.join(a.build, "darknet"), "classifier", "train", data, cfgs[n],
-                                      init]), log, env)
-                    exposed, evals = metrics(os.path.join(out, "%s.0.tsv" % n))
+                                     [os.path.join(a.build, "darknet"), "classifier", "train", data, cfgs[kind],
+                                      init], pml), log, env)
+                    exposed, evals = metrics(os.path.join(out, "%s.0.tsv" % kind))
                     total = evals[-1][0]
                 res[n]["ms"].append(1000 * total / a.steps)
                 if exposed is not None:
@@ -288,10 +307,11 @@ def main():
     print("\n| run | ms per step | vs ddp | communication exposed (ms) | hidden (ms) | final top-1 | "
           "time to %.4f (s) | vs ddp | time to ddp's %.4f (s) | vs ddp |" % (target, ddp_final))
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in names:
+    for n, kind, pml in runs:
         ms = statistics.median(res[n]["ms"])
         exp = statistics.median(res[n]["exposed"]) if res[n]["exposed"] else None
-        hidden = statistics.median(res[HIDDEN_AGAINST[n]]["exposed"]) - exp if n in HIDDEN_AGAINST else None
+        against = n.replace(kind, HIDDEN_AGAINST[kind], 1) if kind in HIDDEN_AGAINST else None
+        hidden = statistics.median(res[against]["exposed"]) - exp if against else None
         tta = next(t for t, s in res[n]["evals"] if s >= target)
         ttd = next((t for t, s in res[n]["evals"] if s >= ddp_final), None)
         print("| %s | %.1f | %.2fx | %s | %s | %.4f | %.1f | %.2fx | %s | %s |"

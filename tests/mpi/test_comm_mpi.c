@@ -746,7 +746,7 @@ static int run_stall(int victim, const char *op, const char *pid_file, int *argc
     g_rank = C.ops->rank(C.ctx);
     g_size = C.ops->size(C.ctx);
     selsync_mpi_set_background_sums(1); /* sum_f32v_start's waiting on the background thread */
-    if (g_rank == 0) fprintf(stderr, "# the ring's links: %s\n", selsync_mpi_ring_links());
+    if (g_rank == 0) fprintf(stderr, "# where the ranks run: %s\n", selsync_mpi_hosts());
     if (victim < 0 || victim >= g_size || !pid_file ||
         (strcmp(op, "any") && strcmp(op, "sum_f32") && strcmp(op, "sum_f32v_among") &&
          strcmp(op, "sum_f32v_start") && strcmp(op, "bcast"))) {
@@ -912,12 +912,13 @@ int main(int argc, char **argv)
     ok = ok && selsync_mpi_init(&argc, &argv, &again, err, sizeof err) == SELSYNC_OK &&
          again.ops == C.ops && again.ctx == C.ctx;
     check("init: mpi communicator, rank/size of MPI_COMM_WORLD, active, repeatable", ok);
-    if (g_rank == 0) printf("# %d ranks; the ring's links: %s\n", g_size, selsync_mpi_ring_links());
+    if (g_rank == 0) printf("# %d ranks; %s\n", g_size, selsync_mpi_hosts());
     selsync_mpi_set_background_sums(1); /* the background thread also with every rank on one host */
-    const char *links = getenv("SELSYNC_RING_LINKS");
-    if (links && (!strcmp(links, "tcp") || !strcmp(links, "mpi")))
-        check("SELSYNC_RING_LINKS: the ring runs over the links asked for",
-              strncmp(selsync_mpi_ring_links(), !strcmp(links, "tcp") ? "TCP on " : "MPI", 3) == 0);
+    int hosts = 0;
+    char tail = 0;
+    check("where the ranks run: one host, or 2 to size hosts",
+          !strcmp(selsync_mpi_hosts(), "ranks share a host") ||
+              (sscanf(selsync_mpi_hosts(), "%d hosts%c", &hosts, &tail) == 1 && hosts >= 2 && hosts <= g_size));
 
     /* sum_f32, with each implementation */
     size_t sizes[] = {0, 1, (size_t)g_size - 1, (size_t)g_size, (size_t)g_size + 1,

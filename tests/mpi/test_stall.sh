@@ -16,13 +16,11 @@
 #    rank 0's own thread waits in wait_sums);
 #  - 2 ranks, the root of a broadcast (rank 0) stopped before it: rank 1
 #    warns and times out naming bcast and rank 0;
-#  - 2 ranks with the ring over its TCP links (SELSYNC_RING_LINKS=tcp),
-#    rank 1 stopped before sum_f32: rank 0's wait on the socket warns and
-#    times out naming rank 1;
 #  - a stall that ends (SIGCONT after the first warning) leaves the job to
 #    finish with exit status 0 and every step's results right;
-#  - invalid settings (also of SELSYNC_RING_LINKS) are refused at start
-#    with the variable's name.
+#  - invalid settings are refused at start with the variable's name, and
+#    the settings of the ring's retired TCP links (SELSYNC_RING_LINKS,
+#    SELSYNC_RING_IFNAME) on every rank, naming what replaces them.
 # Each job runs under `timeout 60`: 124 means it hung.
 set -u
 prog=$1 work=$2
@@ -132,13 +130,6 @@ start bcast2 2 0 bcast "SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
 finish
 warned_then_timed_out bcast2 1 bcast 0
 
-# --- 2 ranks, the ring over its TCP links, stopped before a sum: the wait on
-# the socket warns and times out as MPI's does ----------------------------------
-start tcp2 2 1 sum_f32 "SELSYNC_RING_LINKS=tcp SELSYNC_STALL_WARN=2 SELSYNC_STALL_TIMEOUT=6"
-finish
-grep -q "^# the ring's links: TCP on " "$log" && ok || bad "tcp2: the ring did not run over its TCP links"
-warned_then_timed_out tcp2 0 sum_f32 1
-
 # --- a stall that ends: the warning, then the results as without it ------------
 start resume2 2 1 sum_f32 "SELSYNC_STALL_WARN=1 SELSYNC_STALL_TIMEOUT=0"
 while ! grep -q 'waiting [0-9]* s in sum_f32' "$log" && kill -0 "$job" 2>/dev/null; do sleep 0.1; done
@@ -160,12 +151,16 @@ for setting in SELSYNC_STALL_WARN=abc SELSYNC_STALL_TIMEOUT=-1 SELSYNC_STALL_WAR
         || { cat "$log"; bad "$setting: exit status $rc, or no message naming it"; }
 done
 
-log=$work/links.log
-SELSYNC_RING_LINKS=fast timeout 60 ${MPIEXEC:-mpirun} --oversubscribe -np 2 -x SELSYNC_RING_LINKS "$prog" \
-    --stall-rank 1 --stall-in any --pid-file "$work/links.pid" >"$log" 2>&1
-rc=$?
-[ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "SELSYNC_RING_LINKS=fast: expected auto, mpi or tcp" "$log" && ok \
-    || { cat "$log"; bad "SELSYNC_RING_LINKS=fast: exit status $rc, or no message naming it"; }
+for setting in SELSYNC_RING_LINKS=tcp SELSYNC_RING_IFNAME=eth0; do
+    var=${setting%%=*}
+    log=$work/retired.log
+    env "$setting" timeout 60 ${MPIEXEC:-mpirun} --oversubscribe -np 2 -x "$var" "$prog" --stall-rank 1 \
+        --stall-in any --pid-file "$work/retired.pid" >"$log" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+        [ "$(grep -c "$setting: the ring's own TCP links are retired; .* UCX .*: unset $var" "$log")" -eq 2 ] && ok \
+        || { cat "$log"; bad "$setting: exit status $rc, or not refused on both ranks naming UCX"; }
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

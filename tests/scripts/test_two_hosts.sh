@@ -7,16 +7,10 @@
 #  - the two ranks run in two different network namespaces, not this one;
 #  - training exits 0, both ranks log every step and agree on every decision;
 #  - host 1's link carried at least the bytes its rank reports as sent;
-#  - with a host each, SELSYNC_RING_LINKS=auto makes the ring's TCP links
-#    and times a trial sum over them and over MPI (which one wins depends on
-#    the machine's load, so either is accepted), and the transport's checks
-#    (test_comm_mpi: every sum's bits) pass over the TCP links
-#    (SELSYNC_RING_LINKS=tcp);
-#  - the same checks pass with the ring over MPI (SELSYNC_RING_LINKS=mpi)
-#    over UCX, the emulated cluster's default transport where Open MPI has
-#    it, and over ob1 when the caller chooses it;
-#  - SELSYNC_RING_LINKS=tcp with an interface no host has stops the job at
-#    start on every rank, naming it;
+#  - the start-up line says the sums run over MPI between 2 hosts;
+#  - the transport's checks (test_comm_mpi: every sum's bits) pass over
+#    UCX, the emulated cluster's default transport where Open MPI has it,
+#    and over ob1 when the caller chooses it;
 #  - EMULATED_CLUSTER_CPU limits a host's CPU (where a cgroup cpu controller
 #    is writable), and host 0 is refused;
 #  - removing the cluster ends what still runs in it and leaves nothing behind.
@@ -82,33 +76,22 @@ check "the warm-up steps synchronised" '[ "$(rows "$work/m.0.tsv" | cut -f 8 | g
 sent=$(rows "$work/m.1.tsv" | awk -F'\t' '{ s += $10 } END { printf "%d", s }')
 echo "rank 1 reports $sent bytes sent; its link carried $((after - before)) bytes"
 check "the link carried what rank 1 sent" '[ "$sent" -gt 0 ] && [ $((after - before)) -ge "$sent" ]'
-check "auto timed the sums over the ring's TCP links and over MPI" \
-    'grep -Eq "; sums over (TCP on eth0 \(4 MiB sums: [0-9.]+ ms, over MPI [0-9.]+ ms\)|MPI \(4 MiB sums: [0-9.]+ ms, over TCP on eth0 [0-9.]+ ms\))" "$work/train.out"'
+check "the start-up line: the sums over MPI between 2 hosts" 'grep -q "; sums over MPI (2 hosts)$" "$work/train.out"'
 
-# the transport's own checks over the TCP links, then the links refused
-timeout 240 $cluster mpirun "$name" -np 2 -x SELSYNC_RING_LINKS=tcp "$comm_test" >"$work/comm.out" 2>&1
-check "the transport's checks pass over the TCP links" \
-    '[ $? -eq 0 ] && grep -q "^# 2 ranks; the ring.s links: TCP on eth0" "$work/comm.out" && grep -q "^[0-9]* passed, 0 failed" "$work/comm.out"'
-# the same checks with the ring over MPI, on both of Open MPI's transports:
-# UCX (the cluster's default where Open MPI has it) and ob1 (the caller's
-# choice wins); every sum gives the same bits on every rank over both
+# the transport's own checks on both of Open MPI's transports: UCX (the
+# cluster's default where Open MPI has it) and ob1 (the caller's choice
+# wins); every sum gives the same bits on every rank over both
 for pml in default ob1; do
     opts=; [ $pml = ob1 ] && opts="--mca pml ob1 --mca btl tcp,self"
     # shellcheck disable=SC2086 # opts: words without spaces
-    timeout 240 $cluster mpirun "$name" -np 2 $opts --mca pml_base_verbose 10 -x SELSYNC_RING_LINKS=mpi "$comm_test" \
-        >"$work/comm-$pml.out" 2>&1
+    timeout 240 $cluster mpirun "$name" -np 2 $opts --mca pml_base_verbose 10 "$comm_test" >"$work/comm-$pml.out" 2>&1
     rc=$?
     want=$pml; [ $pml = default ] && { want=ucx; ompi_info | grep -q "MCA pml: ucx " || want=ob1; }
-    check "the transport's checks pass with the ring over MPI ($pml: $want)" \
+    check "the transport's checks pass ($pml: $want)" \
         '[ $rc -eq 0 ] && grep -q "^[0-9]* passed, 0 failed" "$work/comm-$pml.out" &&
-         grep -q "^# 2 ranks; the ring.s links: MPI$" "$work/comm-$pml.out" &&
+         grep -q "^# 2 ranks; 2 hosts$" "$work/comm-$pml.out" &&
          [ "$(grep -c "select: component $want selected" "$work/comm-$pml.out")" -eq 2 ]'
 done
-timeout 60 $cluster mpirun "$name" -np 2 -x SELSYNC_RING_LINKS=tcp -x SELSYNC_RING_IFNAME=nosuch0 \
-    "$darknet" classifier train "$work/fmnist.data" "$work/two.cfg" >"$work/refused.out" 2>&1
-rc=$?
-check "SELSYNC_RING_LINKS=tcp without the interface: refused at start on every rank" \
-    '[ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$(grep -c "SELSYNC_RING_LINKS=tcp: rank [01]: the ring.s TCP links could not be made: no interface .nosuch0. with an IPv4 address is up" "$work/refused.out")" -eq 2 ]'
 
 # removing the cluster ends a process still running in a host
 ip netns exec "$name-h1" sleep 300 &
