@@ -1,6 +1,8 @@
 #!/bin/sh
-# Usage: test_elastic_hosts.sh SOURCE_DIR BUILD_DIR WORK_DIR
-# selsync-elastic, installed beside darknet, on 4 emulated hosts
+# Usage: test_elastic_hosts.sh SOURCE_DIR BUILD_DIR WORK_DIR [PML]
+# selsync-elastic, installed beside darknet, on 4 emulated hosts, over Open
+# MPI's UCX (PML ucx, the default; every rank of both starts selects it) or
+# ob1 with its TCP btl (PML ob1)
 # (scripts/emulated-cluster.sh): one host is made unreachable in the middle
 # of a run (its link down, then its processes killed, as when a machine
 # loses power) after the second checkpoint. Open MPI's daemons notice the
@@ -18,9 +20,16 @@
 #  - the seconds from the host's loss to the second start and to the
 #    first resumed step are printed (the goal: under 30 s plus mpirun's
 #    start).
-# Exits 77 (skipped) only where network namespaces are not permitted.
+# Exits 77 (skipped) only where network namespaces are not permitted, or
+# with PML ucx where Open MPI has no UCX pml.
 set -u
-src=$1 build=$2 work=$3
+src=$1 build=$2 work=$3 pml=${4:-ucx}
+case $pml in
+    ucx) ompi_info | grep -q "MCA pml: ucx " || { echo "Open MPI has no UCX pml: not tested over UCX"; exit 77; }
+         transport="--mca pml ucx --mca pml_ucx_tls any --mca pml_base_verbose 10 -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=eth0" ;;
+    ob1) transport="--mca pml ob1 --mca btl tcp,self --mca osc ^ucx --mca pml_base_verbose 10" ;;
+    *) echo "test_elastic_hosts.sh: PML is ucx or ob1, not '$pml'" >&2; exit 2 ;;
+esac
 rm -rf "$work"; mkdir -p "$work"
 . "$src/tests/common/checks.sh"
 needs_namespaces "the launcher's restart without a lost host is not tested"
@@ -65,10 +74,11 @@ EOF
 chmod +x "$tmp/mpirun" "$tmp/probe"
 
 cd "$tmp/run" || exit 1
+# shellcheck disable=SC2086 # transport: words without spaces
 "$prefix/bin/selsync-elastic" --hostfile "$tmp/hosts" --checkpoint "$checkpoint" --probe "$tmp/probe" \
     --mpirun "$tmp/mpirun" --max-restarts 2 --log "$work/launcher.log" \
     --mca plm_rsh_agent "sh $src/scripts/emulated-cluster.sh agent" \
-    --mca pml ob1 --mca btl tcp,self --mca osc ^ucx --bind-to none \
+    $transport --bind-to none \
     --mca btl_tcp_if_include 10.231.0.0/24 --mca oob_tcp_if_include 10.231.0.0/24 \
     --mca oob_tcp_keepalive_time 5 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 \
     -x OPENBLAS_NUM_THREADS=1 -x SELSYNC_STALL_TIMEOUT=10 \
@@ -101,6 +111,7 @@ check "the resumed job says it resumed on 3 ranks from a checkpoint of 4" \
     'grep -q "resumed at step [0-9]* from a checkpoint of 4 ranks on 3" "$work/train.out"'
 check "rank 0's metrics file marks the restart" 'grep -q "^# resumed at step [0-9]* from .*, a checkpoint of 4 ranks, on 3" "$tmp/run/m.0.tsv"'
 check "the summary is of 3 ranks and $steps steps" 'grep -q "^selsync: summary: method=selsync, 3 ranks, $steps steps" "$work/train.out"'
+check "every rank of both starts ran over $pml (7)" '[ "$(grep -c "select: component $pml selected" "$work/train.out")" -eq 7 ]'
 check "the final weights are written" '[ -s "$tmp/data/backup/tiny_final.weights" ] || [ -s "$tmp/data/backup/tiny.weights" ]'
 steps_logged() { grep -v '^#' "$tmp/run/m.0.tsv" | tail -n +2 | cut -f1; }
 check "rank 0's metrics file has a row for every step (those up to the checkpoint flushed with it)" \
