@@ -207,7 +207,6 @@ selsync_status comm_mpi_wait_sums(void *ctx);
 void stall_enter(mpi_ctx *c, const char *op, int collective);
 double stall_now(void);
 void stall_poll(mpi_ctx *c, int answer);
-void stall_say(mpi_ctx *c, const char *missing, double waited, int timed_out);
 selsync_status stall_wait(mpi_ctx *c, int n, MPI_Request *req, const int *peer, MPI_Status *st, const char *call);
 selsync_status stall_wait_collective(mpi_ctx *c, int rc, MPI_Request *req, const char *call);
 selsync_status stall_arrive(mpi_ctx *c);

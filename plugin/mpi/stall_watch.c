@@ -87,7 +87,7 @@ static void stall_missing(mpi_ctx *c, char *out, size_t cap, int n, MPI_Request 
 /* Prints the warning that this rank has waited `waited` seconds in the
  * current op for `missing` ("for rank(s) 1,3"), or with timed_out ends the
  * job (does not return). */
-void stall_say(mpi_ctx *c, const char *missing, double waited, int timed_out)
+static void stall_say(mpi_ctx *c, const char *missing, double waited, int timed_out)
 {
     char step[48] = "", msg[512];
     int64_t at = __atomic_load_n(&c->step, __ATOMIC_RELAXED);
