@@ -11,11 +11,16 @@
 # yolov3-tiny layout, real MPI between 2 emulated hosts at 1 Gbit/s).
 # On the 2-core machine a small workload takes about 30 minutes, a wide
 # one at 16 ranks about 2 hours, det-2 about 2 hours.
+# Variants of SelSync on the same seeds: METHODS=KEY,KEY... runs those
+# methods instead of the grid, and GRID=DIR (a folder of this command's
+# runs, e.g. docs/regret) pools each workload with DIR's folder of the same
+# name in the table (regret.py NAME=DIR,DIR), where DEFAULTS=KEY names
+# SelSync's defaults (default selsync).
 set -eu
 out=${1:?usage: command.sh RESULTS_DIR [WORKLOAD...]}
 shift
 [ $# -gt 0 ] || set -- small-iid-2 small-label2-4
-methods=bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,fedavg-32,selsync,selsync+lag=1+drift=0.00004
+methods=${METHODS:-bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,fedavg-32,selsync,selsync+lag=1+drift=0.00004}
 mkdir -p "$out"
 front() { # NAME FRONTIER_OPTIONS...
     name=$1; shift
@@ -41,6 +46,8 @@ for d in "$out"/*/; do
     [ -f "$d/frontier.tsv" ] || continue
     f=$(basename "$d")
     case $f in iid-2ranks) w=small-iid-2 ;; label2-4ranks) w=small-label2-4 ;; det-2ranks) w=det-2 ;; *) w=$f ;; esac
+    d=${d%/}
+    [ -n "${GRID:-}" ] && d="${GRID%/}/$f,$d"
     set -- "$@" "$w=$d"
 done
-scripts/experiments/regret.py --out "$out" "$@"
+scripts/experiments/regret.py --out "$out" --defaults "${DEFAULTS:-selsync}" "$@"

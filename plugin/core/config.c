@@ -269,6 +269,8 @@ void selsync_config_default(selsync_config *cfg, const char *file, int section_l
     cfg->agree = SELSYNC_AGREE_DEFAULT;
     cfg->speed_every = 10;
     cfg->drift = -1; /* = SELSYNC_DRIFT_DEFAULT with selsync and aggregate = params, else 0 */
+    cfg->max_local = SELSYNC_MAX_LOCAL_DEFAULT;
+    cfg->lag = -1; /* = SELSYNC_LAG_DEFAULT with selsync without on_nonfinite = skip, else 0 */
     if (file) snprintf(cfg->file, sizeof cfg->file, "%s", file);
     cfg->section_line = section_line;
 }

@@ -120,6 +120,9 @@ selsync_status selsync_config_finish(selsync_config *cfg, char *err, size_t errl
      * (docs/performance.md). */
     if (cfg->line[SELSYNC_KEY_OVERLAP] <= 0 && cfg->aggregate == SELSYNC_AGGREGATE_PARAMS)
         cfg->overlap = cfg->method == SELSYNC_METHOD_SELSYNC || cfg->method == SELSYNC_METHOD_FEDAVG;
+    if (cfg->lag < 0)
+        cfg->lag = cfg->method == SELSYNC_METHOD_SELSYNC && cfg->on_nonfinite != SELSYNC_NONFINITE_SKIP
+                       ? SELSYNC_LAG_DEFAULT : 0;
     if (cfg->lag > 0 && cfg->on_nonfinite == SELSYNC_NONFINITE_SKIP) {
         msg_head(&m, cfg, key_line(cfg, SELSYNC_KEY_LAG));
         msg_put(&m, "lag = %d: on_nonfinite = skip needs every rank's verdict on a step before that step's average, "

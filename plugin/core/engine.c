@@ -66,7 +66,8 @@ static selsync_status check_cfg(const selsync_config *c, char *err, size_t len)
     if ((unsigned)c->method > SELSYNC_METHOD_LOCAL || !(c->delta >= 0) || c->window < 1 || c->warmup < 0 ||
         !(c->smoothing >= 0 && c->smoothing <= 1) || (unsigned)c->granularity > SELSYNC_GRANULARITY_LAYER ||
         (c->aggregate != SELSYNC_AGGREGATE_PARAMS && c->aggregate != SELSYNC_AGGREGATE_GRADS) ||
-        c->fedavg_interval < 1 || !(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1) || !(c->bucket_mb > 0))
+        c->fedavg_interval < 1 || !(c->fedavg_fraction > 0 && c->fedavg_fraction <= 1) || !(c->bucket_mb > 0) ||
+        c->lag < 0 || c->max_local < 0)
         return selsync_fail(err, len, SELSYNC_EINVAL, "[selsync] configuration out of range or unresolved "
                     "(call selsync_config_finish first)");
     return SELSYNC_OK;

@@ -3,7 +3,8 @@
 
 docs/figures.tsv has one row per figure: the page (relative to the
 repository), the figure exactly as the page writes it, the data file it
-comes from, and the computation that gives it from that file. The
+comes from (or several of the same columns, joined by " + ", pooled), and
+the computation that gives it from that file. The
 computation is a Python expression over the helpers below whose value is
 the figure's text, its format giving the stated rounding. A row fails when
 the page does not contain the figure or the computation gives other text.
@@ -24,12 +25,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class Data:
-    """One data file: a tab-separated table with a header, or text."""
+    """One data file: a tab-separated table with a header, or text. path
+    may join several files of the same columns with " + ": their rows are
+    pooled (the later files' header lines dropped)."""
 
     def __init__(self, path):
         self.path = path
-        with open(path) as f:
-            self.text = f.read()
+        texts = []
+        for i, part in enumerate(path.split(" + ")):
+            with open(part) as f:
+                text = f.read()
+            texts.append(text.split("\n", 1)[1] if i else text)
+        self.text = "\n".join(t.rstrip("\n") for t in texts) + "\n"
         self._rows = None
 
     def rows(self, **where):
@@ -147,7 +154,7 @@ def check(root, figures):
         if not re.search(r"(?<![\d.])" + re.escape(r["figure"]) + r"(?!\d)", page):  # not part of a longer number
             bad.append("%s: the page does not state this figure" % where)
         try:
-            d = data.setdefault(r["data"], Data(os.path.join(root, r["data"])))
+            d = data.setdefault(r["data"], Data(" + ".join(os.path.join(root, p) for p in r["data"].split(" + "))))
             got = eval(r["computation"], {"__builtins__": {}}, dict(HELPERS, d=d))  # our own committed file
         except (OSError, ValueError, KeyError, ZeroDivisionError, statistics.StatisticsError, SyntaxError,
                 NameError, TypeError) as e:

@@ -4,7 +4,12 @@ the regret of every method (the best FedAvg period's mean final score
 minus its own), read from frontier folders (scripts/experiments/frontier.py) that ran
 the same seeds.
 
-Usage: scripts/experiments/regret.py [--out DIR] NAME=FRONTIER_DIR [NAME=FRONTIER_DIR ...]
+Usage: scripts/experiments/regret.py [--out DIR] [--defaults METHOD] NAME=DIR[,DIR...] ...
+
+A workload may take several frontier folders of the same seeds (a second
+one holding variants run later): their runs are pooled. A method in more
+than one of them must have the same final score on every seed it shares
+(the runs are bit-identical), else regret stops with the method and seed.
 
 For each workload (a frontier folder, named NAME in the tables): the
 FedAvg periods it ran (methods fedavg-N), the best of them by mean final
@@ -16,7 +21,8 @@ on each and its worst case. Written to DIR/regret.md (default: the first
 folder's parent) and printed.
 
 The verdict line checks the goal stated for SelSync's defaults (method
-`selsync`): within 0.3 points of the best period on every workload at no
+`selsync`, or --defaults METHOD when the defaults were run under another
+name): within 0.3 points of the best period on every workload at no
 more than that period's bytes, while every fixed period is 1 point or more
 behind the best on at least one workload.
 """
@@ -55,6 +61,24 @@ def read_frontier(folder):
     return runs, diverged
 
 
+def read_frontiers(folders):
+    """read_frontier of each folder, pooled: a method's seeds from all of
+    them; the first folder's time where two ran the same seed, whose final
+    scores must then be equal."""
+    runs, diverged = {}, {}
+    for folder in folders:
+        more, gone = read_frontier(folder)
+        for m, seeds in more.items():
+            for s, r in seeds.items():
+                old = runs.setdefault(m, {}).setdefault(s, r)
+                if old[0] != r[0]:
+                    fail("%s, seed %d: final %s in %s but %s before: not the same run (another build or machine?)"
+                         % (m, s, r[0], folder, old[0]))
+        for m, seeds in gone.items():
+            diverged[m] = sorted(set(diverged.get(m, [])) | set(seeds))
+    return runs, diverged
+
+
 def workload(name, runs, diverged):
     """The rows of one workload: (method, regret points mean, sd, MB, s,
     diverged seeds) and the best period, among the periods that never
@@ -79,15 +103,17 @@ def workload(name, runs, diverged):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", help="the folder of regret.md (default: the first frontier folder's parent)")
-    ap.add_argument("workloads", nargs="+", metavar="NAME=FRONTIER_DIR")
+    ap.add_argument("--defaults", default="selsync", metavar="METHOD",
+                    help="the method key of SelSync's defaults, which the goal is checked for (default selsync)")
+    ap.add_argument("workloads", nargs="+", metavar="NAME=DIR[,DIR...]")
     a = ap.parse_args()
     named = []
     for w in a.workloads:
         if "=" not in w:
-            fail("%s: expected NAME=FRONTIER_DIR" % w)
-        name, folder = w.split("=", 1)
-        named.append((name, read_frontier(folder), folder))
-    out = a.out or os.path.dirname(os.path.abspath(named[0][2]))
+            fail("%s: expected NAME=FRONTIER_DIR[,FRONTIER_DIR...]" % w)
+        name, folders = w.split("=", 1)
+        named.append((name, read_frontiers(folders.split(",")), folders))
+    out = a.out or os.path.dirname(os.path.abspath(named[0][2].split(",")[0]))
     text, worst = [], {}
     for name, (runs, diverged), folder in named:
         best, rows = workload(name, runs, diverged)
@@ -114,14 +140,14 @@ def main():
     for m, per in worst.items():
         cells = [points(per[n][0]) if n in per else "-" for n in names]
         text.append("| %s | %s | %s |" % (m, " | ".join(cells), points(max(v[0] for v in per.values()))))
-    sel = worst.get("selsync")
+    sel = worst.get(a.defaults)
     fixed = {m: per for m, per in worst.items() if fedavg_period(m)}
     if sel and len(sel) == len(names):
         sel_ok = all(r <= 0.3 and cheap for r, cheap in sel.values())
         fixed_bad = all(max(r for r, _ in per.values()) >= 1.0 for per in fixed.values())
         text += ["", "Goal (SelSync's defaults within 0.3 points of the best period on every workload at no more than "
-                 "its bytes; every fixed period 1 point or more behind on at least one): SelSync %s; fixed periods %s."
-                 % ("meets it" if sel_ok else "does not", "each miss by 1 point somewhere" if fixed_bad
+                 "its bytes; every fixed period 1 point or more behind on at least one): SelSync (%s) %s; fixed periods %s."
+                 % (a.defaults, "meets it" if sel_ok else "does not", "each miss by 1 point somewhere" if fixed_bad
                     else "not all miss by 1 point anywhere")]
     text += ["", "Regret: 100 x (the best FedAvg period's final score minus the method's), seed by seed on the seeds "
              "both ran; negative is better than the best period. Scores are top-1 or mAP@0.5 fractions. A method "

@@ -12,6 +12,8 @@
 #  - after every synchronisation all ranks hold bitwise identical parameters,
 #    and decisions are identical on all ranks;
 #  - delta=0 synchronises every step, a huge delta (drift=0) only during warm-up;
+#  - the defaults' bound: with a huge delta and no drift rule the warm-up,
+#    the lag's first step and then every 8th step synchronise;
 #  - a flag raised on one rank alone makes every rank synchronise, and with
 #    agree=mean the ranks' mean change decides instead;
 #  - with lag=2 a step applies the agreement of two steps before;
@@ -194,6 +196,8 @@ run "$work/d0.cfg" 20 "$work/d0" || bad "($np ranks) delta=0 run failed"
 
 cfg 4 1 "delta=1e30
 drift=0
+max_local=0
+lag=0
 window=5
 warmup=7
 log=$work/dinf.%r.tsv" >"$work/dinf.cfg"
@@ -202,12 +206,30 @@ expected=$(printf 'sync\n%.0s' 1 2 3 4 5 6 7; printf 'local\n%.0s' $(seq 8 20))
 [ "$(column decision "$work/dinf.0.tsv")" = "$expected" ] && ok || bad "($np ranks) huge delta: not exactly the 7 warm-up steps synchronised"
 same_hashes "$work/dinf" 15 && bad "($np ranks) local steps did not drift apart (the hash check cannot fail)" || ok
 
+# --- the defaults bound the local run: max_local=7, lag=1 ---------------------
+# Δ and the drift never fire: the 5 warm-up steps, then step 5 (no
+# agreement completed yet with the lag), then every 8th step (7 local
+# steps in a row at most).
+cfg 4 1 "delta=1e30
+drift=0
+window=5
+log=$work/bound.%r.tsv" >"$work/bound.cfg"
+run "$work/bound.cfg" 24 "$work/bound" || bad "($np ranks) defaults' bound run failed"
+expected=$(for t in $(seq 0 23); do
+    if [ $t -le 5 ] || [ $(((t - 5) % 8)) -eq 0 ]; then echo sync; else echo local; fi; done)
+[ "$(column decision "$work/bound.0.tsv")" = "$expected" ] && ok \
+    || bad "($np ranks) defaults: not the warm-up, the lag's first step and every 8th: $(column decision "$work/bound.0.tsv" | tr '\n' ' ')"
+decisions_agree "$work/bound" && ok || bad "($np ranks) defaults' bound: decisions differ between ranks"
+grep -q " agree=mean max_local=7 lag=1 aggregate=" "$work/log" && ok || bad "($np ranks) the defaults max_local=7 lag=1 not described"
+
 # --- the drift rule ------------------------------------------------------------
 # (delta never fires; averages at once, so the step after one starts from it)
 cfg 4 1 "delta=1e30
 window=5
 warmup=3
 overlap=0
+max_local=0
+lag=0
 drift=0.008
 log=$work/drift.%r.tsv" >"$work/drift.cfg"
 run "$work/drift.cfg" 30 "$work/drift" || bad "($np ranks) drift run failed"
@@ -239,6 +261,7 @@ spike=$((np - 1))
 cfg 4 0 "delta=20
 drift=0
 agree=any
+max_local=0
 window=5
 on_nonfinite=skip
 log=$work/spike.%r.tsv" >"$work/spike.cfg"
@@ -260,6 +283,7 @@ for d in 0.5 600; do
     cfg 4 0 "delta=$d
 drift=0
 agree=mean
+max_local=0
 window=5
 on_nonfinite=skip
 log=$work/mean$d.%r.tsv" >"$work/mean$d.cfg"
@@ -295,6 +319,7 @@ for k in 2 0; do
     cfg 4 0 "delta=0.12
 drift=0
 agree=mean
+max_local=0
 lag=$k
 window=5
 overlap=0

@@ -137,8 +137,9 @@ check "heldout_without_boxes: refused before the first step" '! grep -q "avg" "$
 
 # --- checkpoints -----------------------------------------------------------------
 # seldp, 3 steps, a checkpoint after step 3: it records the position after
-# the 3 trained batches (3 x 32 images), not the batch loaded meanwhile
-{ base 3; printf '\n[selsync]\npartition=seldp\ncheckpoint_every=3\n'; } >"$work/ck.cfg"
+# the 3 trained batches (3 x 32 images), not the batch loaded meanwhile;
+# lag=0, so that its state ends with the momentum arrays (nan-momentum)
+{ base 3; printf '\n[selsync]\npartition=seldp\nlag=0\ncheckpoint_every=3\n'; } >"$work/ck.cfg"
 timeout 120 "$darknet" classifier train "$data" "$work/ck.cfg" >"$work/ck.log" 2>&1
 check "checkpoint run exits 0" '[ $? -eq 0 ]'
 ck="$work/backup/ck_checkpoint.weights"
@@ -178,7 +179,7 @@ open(sys.argv[3], "wb").write(b)
 EOF
 check "the checkpoint records the trained batches' position (96)" \
     '[ "$(python3 "$work/ckpt.py" position "$ck")" = 96 ]'
-{ base 5; printf '\n[selsync]\npartition=seldp\n'; } >"$work/resume.cfg"
+{ base 5; printf '\n[selsync]\npartition=seldp\nlag=0\n'; } >"$work/resume.cfg"
 timeout 120 "$darknet" classifier train "$data" "$work/resume.cfg" "$ck" >"$work/resume-ok.log" 2>&1
 check "an intact checkpoint resumes" '[ $? -eq 0 ] && grep -q "resumed at step 3" "$work/resume-ok.log"'
 size=$(wc -c <"$ck")
@@ -218,7 +219,7 @@ refused checkpoint_step_over 1 "$work/step-over.weights: [selsync] the saved sta
 # train) stops at it with a message instead of writing a checkpoint it
 # could not resume
 python3 "$work/ckpt.py" step=9007199254740991 "$ck" "$work/step-last.weights"
-{ base 0; printf '\n[selsync]\npartition=seldp\n'; } >"$work/resume-unbounded.cfg"
+{ base 0; printf '\n[selsync]\npartition=seldp\nlag=0\n'; } >"$work/resume-unbounded.cfg"
 refused checkpoint_step_last 1 "the step counter is at 9007199254740991, the most a run can count" 0 \
     "$darknet" classifier train "$data" "$work/resume-unbounded.cfg" "$work/step-last.weights"
 # a checkpoint of 1 rank resumes on 2, each with its half of the data
@@ -226,7 +227,7 @@ mpi -np 2 "$darknet" classifier train "$data" "$work/resume.cfg" "$ck" >"$work/r
 check "a checkpoint of 1 rank resumes on 2" '[ $? -eq 0 ] &&
     grep -q "resumed at step 3 from a checkpoint of 1 rank on 2: every rank starts from the old rank'"'"'s model" "$work/resume-2.log"'
 check "its data is partitioned for 2 ranks" '[ "$(grep -c "partition seldp rank [01]:" "$work/resume-2.log")" -eq 2 ]'
-{ base 5; printf '\n[selsync]\npartition=seldp\nwindow=7\n'; } >"$work/resume-w7.cfg"
+{ base 5; printf '\n[selsync]\npartition=seldp\nlag=0\nwindow=7\n'; } >"$work/resume-w7.cfg"
 refused checkpoint_other_window 1 "does not fit this network and the [selsync]" 0 \
     "$darknet" classifier train "$data" "$work/resume-w7.cfg" "$ck"
 

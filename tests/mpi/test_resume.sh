@@ -43,6 +43,7 @@ delta=0.2" ;;
     max_local) method="$selsync
 delta=1000
 drift=0
+lag=0
 max_local=4" ;;
     target_sync) method="$selsync
 delta=0.2
@@ -99,7 +100,8 @@ lag=3" ;;
     esac
 done
 # --- resume at another rank count: 2 -> 4 and 4 -> 2 ---------------------------
-# Local steps after the warm-up (delta no change reaches), so the ranks
+# Local steps after the warm-up (delta no change reaches, no bound, no
+# lag), so the ranks
 # differ at the checkpoint; a job of FROM ranks writes it at step 6, and a
 # job of TO ranks resumes it: every rank starts from the same model (its
 # hash right after the begin), the old ranks' mean, which is what the old
@@ -112,7 +114,9 @@ w=$work/resize
 mkdir -p "$w"
 cfg "$selsync
 delta=1000
-drift=0" >"$w/net.cfg"
+drift=0
+max_local=0
+lag=0" >"$w/net.cfg"
 "$prog" "$w/net.cfg" 0 "$w/init" --save "$w/init.weights" >>"$w/log" 2>&1
 for pair in 2:4 4:2; do
     from=${pair%:*} to=${pair#*:}
@@ -144,10 +148,14 @@ done
 cfg "$selsync
 delta=1000
 drift=0
+max_local=0
+lag=0
 resume_batch=global" >"$w/global.cfg"
 cfg "$selsync
 delta=1000
-drift=0" | sed 's/^batch=4$/batch=8/; s/^subdivisions=1$/subdivisions=2/' >"$w/eight.cfg"
+drift=0
+max_local=0
+lag=0" | sed 's/^batch=4$/batch=8/; s/^subdivisions=1$/subdivisions=2/' >"$w/eight.cfg"
 NP=2 run "$w/global" ../global.cfg 3 g --begin --resume ../ck4.weights || bad "global: resuming on 2 ranks failed"
 NP=2 run "$w/eight" ../eight.cfg 3 g --begin --resume ../ck4.weights || bad "global: the batch=8 job failed"
 grep -q "each rank trains 8 samples per step (2 mini-batches of 4): the checkpoint's global batch of 16 (resume_batch = global)" \

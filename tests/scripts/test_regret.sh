@@ -9,10 +9,12 @@
 # are named in its row and make it the worst case over the workloads; a
 # period that diverged on a seed is not the best, whatever its other
 # seeds; a folder without frontier.tsv and a workload without a period are
-# refused.
+# refused. A workload of two folders pools their runs (a method run in both
+# must have the same final scores) and --defaults names the method the goal
+# is checked for.
 set -u
 src=$1 work=$2
-rm -rf "$work"; mkdir -p "$work/a" "$work/b" "$work/c" "$work/none"
+rm -rf "$work"; mkdir -p "$work/a" "$work/b" "$work/c" "$work/d" "$work/e" "$work/f" "$work/none"
 . "$src/tests/common/checks.sh"
 head='seed\tmethod\tfinal\tlocal_fraction\tbytes_per_rank\ttraining_s\n'
 rows() { # METHOD MB SECONDS FINAL1 FINAL2 FINAL3
@@ -44,12 +46,29 @@ check "over the workloads: a method that diverged is at its worst there" \
 check "over the workloads: each method's regrets and worst" \
     'grep -qF "| fedavg-2 | +0.00 | +2.50 | +2.50 |" "$md" && grep -qF "| selsync | +0.10 | +0.17 | +0.17 |" "$md"'
 check "goal met: selsync within 0.3, every period 1 point behind somewhere" \
-    'grep -q "SelSync meets it; fixed periods each miss by 1 point somewhere" "$md"'
+    'grep -q "SelSync (selsync) meets it; fixed periods each miss by 1 point somewhere" "$md"'
 
 { printf "$head"; rows fedavg-2 2000000 10 0.8000 0.8100 0.8200; rows selsync 400000 8 0.7950 0.8050 0.8150; } >"$work/c/frontier.tsv"
 regret A="$work/a" C="$work/c" >"$work/ac.txt" 2>&1
-check "goal missed: selsync 0.5 points behind on C" '[ $? -eq 0 ] && grep -q "SelSync does not;" "$md"'
+check "goal missed: selsync 0.5 points behind on C" '[ $? -eq 0 ] && grep -q "SelSync (selsync) does not;" "$md"'
 check "goal missed: fedavg-2 is the best period on both" 'grep -q "not all miss by 1 point anywhere" "$md"'
+
+# C's variants in a second folder: selsync again (the same finals) and a
+# variant level with fedavg-2
+{ printf "$head"; rows selsync 400000 9 0.7950 0.8050 0.8150; rows selsync+max_local=7 600000 9 0.8000 0.8100 0.8200
+} >"$work/d/frontier.tsv"
+regret A="$work/a" C="$work/c,$work/d" >"$work/acd.txt" 2>&1
+check "two folders of one workload pool their runs" '[ $? -eq 0 ] &&
+    grep -qF "| selsync+max_local=7 | 0.8100 | +0.00 ± 0.00 (3 seeds) | 0.60 | 0.30x | 9.0 |" "$md" &&
+    grep -qF "| selsync | 0.8050 | +0.50 ± 0.00 (3 seeds) | 0.40 | 0.20x | 8.0 |" "$md"'
+{ printf "$head"; rows selsync+max_local=7 600000 9 0.8000 0.8100 0.8200; } >"$work/f/frontier.tsv"
+regret --defaults selsync+max_local=7 A="$work/a,$work/f" C="$work/c,$work/d" >"$work/defaults.txt" 2>&1
+check "--defaults: the goal checked for the method named" '[ $? -eq 0 ] &&
+    grep -q "SelSync (selsync+max_local=7) meets it" "$md"'
+{ printf "$head"; rows selsync 400000 9 0.7950 0.8051 0.8150; } >"$work/e/frontier.tsv"
+regret C="$work/c,$work/e" >"$work/mismatch.txt" 2>&1
+check "a method run in two folders with another final is refused, naming it and the seed" '[ $? -ne 0 ] &&
+    grep -q "selsync, seed 2: final 0.8051 in .*/e but 0.805 before: not the same run" "$work/mismatch.txt"'
 
 regret A="$work/missing" >"$work/missing.txt" 2>&1
 check "a folder without frontier.tsv is refused" '[ $? -ne 0 ] && grep -q "no frontier.tsv" "$work/missing.txt"'

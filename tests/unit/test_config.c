@@ -662,7 +662,7 @@ static void test_guard_and_target_keys(void **state)
     assert_int_equal(f->cfg.max_local, 50);
     assert_true(f->cfg.target_sync == 0.1);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " granularity=model agree=mean max_local=50 target_sync=0.1 drift=0.0001 aggregate=params");
+    assert_contains(f->err, " granularity=model agree=mean max_local=50 target_sync=0.1 lag=1 drift=0.0001 aggregate=params");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "max_local", "-1", 5), SELSYNC_ECONFIG);
     assert_int_equal(set(f, "target_sync", "1.5", 6), SELSYNC_ECONFIG);
@@ -690,13 +690,18 @@ static void test_qsr_alpha_key(void **state)
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_true(f->cfg.qsr_alpha == 0.25);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " max_local=4 qsr_alpha=0.25 drift=0.0001 aggregate=params");
+    assert_contains(f->err, " max_local=4 qsr_alpha=0.25 lag=1 drift=0.0001 aggregate=params");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "qsr_alpha", "-0.1", 5), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:5: [selsync] qsr_alpha = '-0.1'");
     assert_contains(f->err, "a real number in [0,1000000] (0 = off)");
     assert_int_equal(set(f, "qsr_alpha", "2e6", 6), SELSYNC_ECONFIG);
-    assert_int_equal(set(f, "qsr_alpha", "0.5", 7), SELSYNC_OK); /* no max_local */
+    assert_int_equal(set(f, "qsr_alpha", "0.5", 7), SELSYNC_OK); /* grows from max_local's default */
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.max_local, SELSYNC_MAX_LOCAL_DEFAULT);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "max_local", "0", 6), SELSYNC_OK); /* no bound to grow from */
+    assert_int_equal(set(f, "qsr_alpha", "0.5", 7), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:7: [selsync] qsr_alpha = 0.5: the quadratic rule grows max_local's bound");
     assert_contains(f->err, "allowed: max_local >= 1");
@@ -828,35 +833,52 @@ static void test_agree_key(void **state)
     assert_int_equal(f->cfg.agree, SELSYNC_AGREE_MEAN);
     assert_int_equal(SELSYNC_AGREE_DEFAULT, SELSYNC_AGREE_MEAN);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " granularity=model agree=mean drift=");
+    assert_contains(f->err, " granularity=model agree=mean max_local=7 lag=1 drift=");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "agree", "any", 3), SELSYNC_OK);
     assert_int_equal(f->cfg.agree, SELSYNC_AGREE_ANY);
     assert_int_equal(finish(f), SELSYNC_OK);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " granularity=model agree=any drift=");
+    assert_contains(f->err, " granularity=model agree=any max_local=7 lag=1 drift=");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "agree", "mean", 2), SELSYNC_OK);
     assert_int_equal(f->cfg.agree, SELSYNC_AGREE_MEAN);
     word_key_refusals(f, "agree", "median", "any, mean", "mean", "fedavg");
 }
 
-/* lag: an integer from 0 (the default, not described) to SELSYNC_LAG_MAX,
- * selsync only, refused beside on_nonfinite = skip, whose verdict a step's
- * average needs at once. */
+/* lag: an integer from 0 (not described) to SELSYNC_LAG_MAX, selsync only,
+ * SELSYNC_LAG_DEFAULT unless set; refused beside on_nonfinite = skip, whose
+ * verdict a step's average needs at once (where lag is not set it is then
+ * 0, as for the other methods). */
 static void test_lag_key(void **state)
 {
     fixture *f = *state;
     assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.lag, SELSYNC_LAG_DEFAULT);
+    selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
+    assert_contains(f->err, " max_local=7 lag=1 drift=");
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "lag", "0", 3), SELSYNC_OK);
+    assert_int_equal(set(f, "max_local", "0", 4), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.lag, 0);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
     assert_null(strstr(f->err, "lag="));
+    assert_null(strstr(f->err, "max_local="));
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "on_nonfinite", "skip", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.lag, 0);
+    selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
+    assert_int_equal(set(f, "method", "fedavg", 3), SELSYNC_OK);
+    assert_int_equal(finish(f), SELSYNC_OK);
+    assert_int_equal(f->cfg.lag, 0);
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "lag", "2", 3), SELSYNC_OK);
     assert_int_equal(finish(f), SELSYNC_OK);
     assert_int_equal(f->cfg.lag, 2);
     selsync_config_describe(&f->cfg, 16, f->err, sizeof f->err);
-    assert_contains(f->err, " agree=mean lag=2 drift=");
+    assert_contains(f->err, " agree=mean max_local=7 lag=2 drift=");
     selsync_config_default(&f->cfg, "cfg/x.cfg", 1);
     assert_int_equal(set(f, "lag", "1001", 4), SELSYNC_ECONFIG);
     assert_contains(f->err, "cfg/x.cfg:4: [selsync] lag = '1001': out of range; allowed: an integer from 0 to 1000");

@@ -58,6 +58,8 @@ static int setup(void **state)
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.drift = 0; /* the tests of other rules count any's calls (the paper's agreement); */
     f->cfg.agree = SELSYNC_AGREE_ANY; /* the drift rule's and agree = mean's set theirs */
+    f->cfg.max_local = 0; /* and decide at the step, without a bound: the paper's rule alone; */
+    f->cfg.lag = 0;       /* the tests of max_local and lag set theirs */
     mock_init(&f->mock, 0, 2);
     f->comm = mock_as_comm(&f->mock);
     *state = f;
@@ -573,6 +575,8 @@ static void restart(fx *f, int async, float remote_scale)
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.drift = 0;
     f->cfg.agree = SELSYNC_AGREE_ANY;
+    f->cfg.max_local = 0;
+    f->cfg.lag = 0;
 }
 
 /* The drift rule, each rank as every other (the mock's sum_f64 multiplies
@@ -972,6 +976,8 @@ static void test_sync_until(void **state)
         selsync_config_default(&f->cfg, "test.cfg", 1);
         f->cfg.warmup = 1;
         f->cfg.delta = 1e30;
+        f->cfg.max_local = 0; /* decided at the step, unbounded: local from its first step */
+        f->cfg.lag = 0;
         f->cfg.sync_until = cases[c].until;
         make(f);
         void *saved = NULL;
@@ -1828,6 +1834,9 @@ static void test_create_rejects(void **state)
     f->mock.rank = 0;
 
     f->cfg.aggregate = SELSYNC_AGGREGATE_DEFAULT; /* config not finished */
+    assert_int_equal(try_create(f), SELSYNC_EINVAL);
+    selsync_config_default(&f->cfg, "test.cfg", 1); /* lag unresolved */
+    f->cfg.aggregate = SELSYNC_AGGREGATE_PARAMS;
     assert_int_equal(try_create(f), SELSYNC_EINVAL);
     selsync_config_default(&f->cfg, "test.cfg", 1);
     f->cfg.method = SELSYNC_METHOD_SSP; /* a worker whose server does not answer */
