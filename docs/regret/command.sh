@@ -1,8 +1,12 @@
 #!/bin/sh
 # The regret workloads (scripts/experiments/frontier.py, seeds 1-3, paired), each into its
 # folder, then the table over the workloads that have finished. Resumable: run
-# it again and it goes on where it stopped. SelSync runs with its defaults and
-# with the agreement one step late (lag=1, drift 4e-5). From the repository root:
+# it again and it goes on where it stopped. SelSync runs with its defaults
+# (max_local=7 lag=1) and with the earlier ones (max_local=0 lag=0). The
+# committed small and 4-rank folders ran under an earlier version of this
+# command, whose `selsync` was the earlier defaults and whose second SelSync
+# was `selsync+lag=1+drift=0.00004`; the current defaults' runs on the same
+# seeds are in variants/ (its README). From the repository root:
 #   nohup sh docs/regret/command.sh results/regret [WORKLOAD...] >regret.log 2>&1 &
 # WORKLOAD (default: the two small-classifier workloads): small-iid-2,
 # small-label2-4 (the small classifier, virtual time at 1 Gbit/s);
@@ -20,7 +24,7 @@ set -eu
 out=${1:?usage: command.sh RESULTS_DIR [WORKLOAD...]}
 shift
 [ $# -gt 0 ] || set -- small-iid-2 small-label2-4
-methods=${METHODS:-bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,fedavg-32,selsync,selsync+lag=1+drift=0.00004}
+methods=${METHODS:-bsp,fedavg-2,fedavg-4,fedavg-8,fedavg-16,fedavg-32,selsync,selsync+max_local=0+lag=0}
 mkdir -p "$out"
 front() { # NAME FRONTIER_OPTIONS...
     name=$1; shift
