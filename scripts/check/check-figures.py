@@ -25,14 +25,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 class Data:
-    """One data file: a tab-separated table with a header, or text. path
-    may join several files of the same columns with " + ": their rows are
-    pooled (the later files' header lines dropped)."""
+    """One data file: a tab-separated table with a header, or text; or
+    several files of the same columns, their rows pooled (the later files'
+    header lines dropped)."""
 
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, paths):
+        self.path = " + ".join(paths)
         texts = []
-        for i, part in enumerate(path.split(" + ")):
+        for i, part in enumerate(paths):
             with open(part) as f:
                 text = f.read()
             texts.append(text.split("\n", 1)[1] if i else text)
@@ -154,7 +154,9 @@ def check(root, figures):
         if not re.search(r"(?<![\d.])" + re.escape(r["figure"]) + r"(?!\d)", page):  # not part of a longer number
             bad.append("%s: the page does not state this figure" % where)
         try:
-            d = data.setdefault(r["data"], Data(" + ".join(os.path.join(root, p) for p in r["data"].split(" + "))))
+            if r["data"] not in data:  # each file read once, not once per figure
+                data[r["data"]] = Data([os.path.join(root, p) for p in r["data"].split(" + ")])
+            d = data[r["data"]]
             got = eval(r["computation"], {"__builtins__": {}}, dict(HELPERS, d=d))  # our own committed file
         except (OSError, ValueError, KeyError, ZeroDivisionError, statistics.StatisticsError, SyntaxError,
                 NameError, TypeError) as e:
