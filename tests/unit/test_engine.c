@@ -37,6 +37,18 @@ typedef struct fx {
 static float *params[N_TENSORS], *grads[N_TENSORS]; /* filled per fixture, read-only in tests */
 static const size_t counts[N_TENSORS] = {4, 2, 3, 2, 5};
 
+/* The defaults with the paper's rule alone: the tests of other rules count
+ * any's calls (the paper's agreement) and decide at the step, without a
+ * bound; the tests of drift, agree = mean, max_local and lag set theirs. */
+static void paper_rule(selsync_config *cfg)
+{
+    selsync_config_default(cfg, "test.cfg", 1);
+    cfg->drift = 0;
+    cfg->agree = SELSYNC_AGREE_ANY;
+    cfg->max_local = 0;
+    cfg->lag = 0;
+}
+
 static int setup(void **state)
 {
     fx *f = calloc(1, sizeof *f);
@@ -55,11 +67,7 @@ static int setup(void **state)
                                    g[i] ? SELSYNC_TENSOR_TRAINED : SELSYNC_TENSOR_STAT, 0, 0};
     }
     f->model = (selsync_model){f->t, N_TENSORS, N_LAYERS, 0, 0};
-    selsync_config_default(&f->cfg, "test.cfg", 1);
-    f->cfg.drift = 0; /* the tests of other rules count any's calls (the paper's agreement); */
-    f->cfg.agree = SELSYNC_AGREE_ANY; /* the drift rule's and agree = mean's set theirs */
-    f->cfg.max_local = 0; /* and decide at the step, without a bound: the paper's rule alone; */
-    f->cfg.lag = 0;       /* the tests of max_local and lag set theirs */
+    paper_rule(&f->cfg);
     mock_init(&f->mock, 0, 2);
     f->comm = mock_as_comm(&f->mock);
     *state = f;
@@ -572,11 +580,7 @@ static void restart(fx *f, int async, float remote_scale)
     f->mock.async = async;
     f->mock.remote_scale = remote_scale;
     f->comm = mock_as_comm(&f->mock);
-    selsync_config_default(&f->cfg, "test.cfg", 1);
-    f->cfg.drift = 0;
-    f->cfg.agree = SELSYNC_AGREE_ANY;
-    f->cfg.max_local = 0;
-    f->cfg.lag = 0;
+    paper_rule(&f->cfg);
 }
 
 /* The drift rule, each rank as every other (the mock's sum_f64 multiplies
