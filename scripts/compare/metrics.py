@@ -93,15 +93,35 @@ def collect(args, run, rdir, final_score):
     return res
 
 
+MEASURED = re.compile(r"time per (?:rank|worker): compute ([0-9.]+) s, measure ([0-9.]+) s, "
+                      r"(?:blocked \(agree\)|agree) ([0-9.]+) s, transfer ([0-9.]+) s")
+VIRTUAL = re.compile(r"virtual time per (?:rank|worker): ([0-9.]+) s \(compute ([0-9.]+) s, waiting for other ranks "
+                     r"([0-9.]+) s, network ([0-9.]+) s\)")
+
+
+def run_times(rdir):
+    """Seconds per rank (the mean over the training ranks) from the summary
+    of a run (its output.txt): compute, measure, agree and transfer as
+    measured; in virtual time also virtual (the total), virtual_compute,
+    waiting and network, else those None. ValueError without a summary."""
+    text = open(os.path.join(rdir, "output.txt"), errors="replace").read()
+    m = MEASURED.search(text)
+    if not m:
+        raise ValueError("no time per rank in the summary of %s/output.txt" % rdir)
+    out = dict(zip(("compute", "measure", "agree", "transfer"), map(float, m.groups())))
+    v = VIRTUAL.search(text)
+    out.update(zip(("virtual", "virtual_compute", "waiting", "network"),
+                   map(float, v.groups()) if v else (None,) * 4))
+    return out
+
+
 def virtual_parts(rdir):
     """(total, compute, waiting + network) per rank, final average included,
     from the summary of a virtual-time run (its output.txt)."""
-    text = open(os.path.join(rdir, "output.txt"), errors="replace").read()
-    m = re.search(r"virtual time per (?:rank|worker): ([0-9.]+) s \(compute ([0-9.]+) s, waiting for other ranks "
-                  r"([0-9.]+) s, network ([0-9.]+) s\)", text)
-    if not m:
+    t = run_times(rdir)
+    if t["virtual"] is None:
         raise ValueError("no virtual time in the summary of %s/output.txt" % rdir)
-    return float(m.group(1)), float(m.group(2)), float(m.group(3)) + float(m.group(4))
+    return t["virtual"], t["virtual_compute"], t["waiting"] + t["network"]
 
 
 def modelled_comm(args, row):

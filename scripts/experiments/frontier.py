@@ -40,7 +40,12 @@ its bytes per rank, training time and synchronised share, and which
 differences to BSP's mean lie inside the seeds' spread; then, paired seed
 by seed, each method against BSP and against the FedAvg period nearest it
 in bytes: the mean ± sd of the per-seed difference and a sign count, e.g.
-3/3 above), frontier.png (the two plots, with error bars). Every run of
+3/3 above; then where the time goes: each method's training time per
+rank, its computation, measuring, agreement and transfer over real MPI, or
+its computation, waiting and network in virtual time, and its training
+time against BSP's, seed by seed), frontier.png (the two plots, with
+error bars). A method key that compare-methods does not know is refused
+before anything runs. Every run of
 a seed starts from the same initial weights and draws the same data
 (runs are reproducible), so the per-seed differences are paired.
 
@@ -65,7 +70,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # scripts/, for compare/
 from compare.common import draw_png, fedavg_period, seeds_of, spread  # noqa: E402  (the modules: scripts/compare/)
-from compare.metrics import read_metrics  # noqa: E402
+from compare.metrics import read_metrics, run_times  # noqa: E402
+from compare.runs import methods as known_methods  # noqa: E402
 from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -122,6 +128,11 @@ def options():
     if a.det_cfg and not os.path.isfile(a.det_cfg):
         fail("--det-cfg %s: no such file" % a.det_cfg)
     a.det_cfg = a.det_cfg and os.path.abspath(a.det_cfg)
+    known = [k for k, _, _ in known_methods(4 if a.quick else a.steps, True)]
+    unknown = [m for m in a.methods if m.split("+")[0] not in known]
+    if unknown:
+        fail("unknown method '%s'; methods: %s (each may be followed by +KEY=VALUE settings)"
+             % (unknown[0], ", ".join(known)))
     if a.ranks < 2 or min(a.steps, a.batch, a.jobs, a.eval_images) < 1 or a.eval_every < 0 or not a.seeds or not a.methods:
         fail("--ranks must be >= 2; --steps, --batch, --jobs, --eval-images >= 1; --eval-every >= 0; "
              "at least one seed and method")
@@ -188,6 +199,64 @@ def time_to(folder, target):
             if score is not None and score >= target:
                 return e.get("virtual_s", e.get("train_s"))
     return None
+
+
+TIME_COLS = ("compute_s", "measure_s", "agree_s", "transfer_s", "waiting_s", "network_s")
+
+
+def times_of(folder):
+    """{column: seconds per rank or ""} of the run in folder (TIME_COLS):
+    over real MPI the measured compute, measure, agree and transfer (waiting
+    for the other ranks inside the last two); in virtual time the virtual
+    compute (measuring included: its wall-clock time on shared cores says
+    nothing of a host's), waiting and network."""
+    outs = glob.glob(os.path.join(folder, "*", "runs", "*", "*", "output.txt"))
+    if len(outs) != 1:
+        fail("expected one run's output.txt in %s, found %d" % (folder, len(outs)))
+    try:
+        t = run_times(os.path.dirname(outs[0]))
+    except ValueError as e:
+        fail(str(e))
+    if t["virtual"] is None:
+        parts = (t["compute"], t["measure"], t["agree"], t["transfer"], None, None)
+    else:
+        parts = (t["virtual_compute"], None, None, None, t["waiting"], t["network"])
+    return {c: "" if x is None else "%.3f" % x for c, x in zip(TIME_COLS, parts)}
+
+
+def where_time_goes(rows, methods, real):
+    """The table of each method's training time per rank and its parts:
+    mean ± sd over the seeds, the parts' shares of the computation, and
+    the training time against BSP's on the same seeds (mean ± sd of the
+    per-seed ratios)."""
+    def col(mine, c):
+        if not mine[0][c]:
+            return "-"
+        xs = [float(r[c]) for r in mine]
+        return "%.2f ± %.2f" % (statistics.mean(xs), spread(xs))
+
+    def share(mine, cs):
+        if not mine[0][cs[0]]:
+            return "-"
+        xs = [100 * sum(float(r[c]) for c in cs) / float(r["compute_s"]) for r in mine]
+        return "%.1f%%" % statistics.mean(xs)
+    parts = ("agree_s", "transfer_s") if real else ("waiting_s", "network_s")
+    bsp = {r["seed"]: float(r["training_s"]) for r in rows if r["method"] == "bsp"}
+    lines = ["| method | training time | computation | measuring | %s | %s | measuring, of the computation | "
+             "%s, of the computation | time vs BSP, same seeds |" % (("agreement", "transfer", "agreement + transfer")
+                                                                    if real else ("waiting", "network",
+                                                                                  "waiting + network")),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for m in methods:
+        mine = [r for r in rows if r["method"] == m and r["compute_s"]]
+        if not mine:
+            continue
+        ratios = [float(r["training_s"]) / bsp[r["seed"]] for r in mine if r["seed"] in bsp]
+        vs = "%.2fx ± %.2f" % (statistics.mean(ratios), spread(ratios)) if ratios and m != "bsp" else "-"
+        lines.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s |"
+                     % (m, col(mine, "training_s"), col(mine, "compute_s"), col(mine, "measure_s"),
+                        col(mine, parts[0]), col(mine, parts[1]), share(mine, ("measure_s",)), share(mine, parts), vs))
+    return lines
 
 
 def machine_of(folder):
@@ -261,9 +330,11 @@ def main():
                                                if not summary_of(os.path.join(out, "seed-%d" % s, m)))
             print("  [%d/%d] seed %d %s: %.0f s; about %.0f min left" % (i + 1, len(todo), seed, method, took[-1],
                                                                         left / 60), flush=True)
-        rows.append(dict(read_row(a, path, method), seed=seed, folder=folder))
+        r = dict(read_row(a, path, method), seed=seed, folder=folder)
+        r.update(dict.fromkeys(TIME_COLS, "") if r["final"].startswith("diverged") else times_of(folder))
+        rows.append(r)
     with open(os.path.join(out, "frontier.tsv"), "w") as f:
-        cols = ["seed", "method", "final", "local_fraction", "bytes_per_rank", "training_s"]
+        cols = ["seed", "method", "final", "local_fraction", "bytes_per_rank", "training_s", *TIME_COLS]
         f.write("\t".join(cols) + "\n")
         for r in rows:
             f.write("\t".join(str(r[c]) for c in cols) + "\n")
@@ -313,6 +384,7 @@ def main():
         pairs.append("| %s | %s | %s | %s |" % (s["method"], paired(rows, s["method"], "bsp") if bsp else "-",
                                                 near["method"] if near else "-",
                                                 paired(rows, s["method"], near["method"]) if near else "-"))
+    times = where_time_goes(rows, a.methods, a.real)
     plot(out, stats)
     with open(os.path.join(out, "frontier.md"), "w") as f:
         f.write("# Frontier: %s, %d ranks, %s at %s%s\n\nseeds %s; `%s`\n\nMachine (the last run's): %s\n\n%s\n\n"
@@ -322,13 +394,20 @@ def main():
                 "Every run: frontier.tsv.\n\n## Paired, seed by seed\n\n%s\n\n"
                 "Each method against BSP and against the FedAvg period nearest it in bytes (on a log scale), on the "
                 "seeds both finished: the mean ± sd of the per-seed difference of the final score, and on how many "
-                "seeds the method was above.\n"
+                "seeds the method was above.\n\n## Where the time goes\n\n%s\n\n"
+                "Seconds per rank (the mean over the training ranks), mean ± sd over the seeds that finished. %s "
+                "Time vs BSP: each seed's training time over BSP's on the same seed.\n"
                 % (a.suite + (" (wide network)" if a.settings_net == "wide" else ""), a.ranks, "emulated hosts, real MPI," if a.real else "virtual time", a.bandwidth,
                    ", stragglers " + a.stragglers if a.stragglers else "",
                    ",".join(map(str, a.seeds)), " ".join(sys.argv), machine_of(rows[-1]["folder"]), "\n".join(lines),
-                   "\n".join(pairs)))
+                   "\n".join(pairs), "\n".join(times),
+                   "Measured over real MPI: the agreement and the transfer include the waiting for the other ranks."
+                   if a.real else "Virtual: the computation (measuring included) timed as each rank's own CPU time, "
+                   "the waiting for slower ranks and the modelled network; measuring is not timed apart here, as its "
+                   "wall-clock time on shared cores says nothing of a host's."))
     print("\n".join(lines), flush=True)
     print("\n".join(pairs), flush=True)
+    print("\n".join(times), flush=True)
     print("frontier: written %s" % os.path.join(out, "frontier.md"), flush=True)
 
 

@@ -11,6 +11,10 @@
 #  - the paired table: each method against bsp and against the nearest
 #    FedAvg period, the mean ± sd of the per-seed differences (recomputed
 #    here) and the sign count;
+#  - where the time goes: each run's computation, waiting and network in
+#    the TSV add up to its virtual training time; the table gives each
+#    method's training time against BSP's on the same seeds (recomputed
+#    here);
 #  - run again, it resumes: every run "done before", nothing trained; with
 #    one run's folder removed, only that run trains again;
 #  - --target: each method's time to that score, "not reached" where no
@@ -59,6 +63,16 @@ bytes() { awk -F'\t' -v m="$1" 'NR > 1 && $2 == m { s += $5 } END { print s }' "
 check "fedavg-2 synchronises half the steps, bsp all" \
     'grep -q "^| fedavg-2 | 2 | .* | 50% |" "$out/frontier.md" && grep -q "^| bsp | 2 | .* | 100% |" "$out/frontier.md"'
 check "fedavg-2 sends fewer bytes than bsp" '[ "$(bytes fedavg-2)" -lt "$(bytes bsp)" ] && [ "$(bytes fedavg-2)" -gt 0 ]'
+col() { head -1 "$tsv" | tr '\t' '\n' | grep -nx "$1" | cut -d: -f1; }
+check "each run's computation, waiting and network add up to its training time" \
+    '[ "$(awk -F"\t" -v t=$(col training_s) -v c=$(col compute_s) -v w=$(col waiting_s) -v n=$(col network_s) \
+        "NR > 1 && \$c > 0 { d = \$t - \$c - \$w - \$n; ok += d < 0.01 && d > -0.01; k++ } END { print ok \"/\" k }" "$tsv")" = 4/4 ]'
+ratio() { awk -F'\t' -v t=$(col training_s) 'NR > 1 { x[$2, $1] = $t; seeds[$1] }
+    END { for (s in seeds) { r[++n] = x["fedavg-2", s] / x["bsp", s]; mu += r[n] / 2 }
+          for (i = 1; i <= n; i++) v += (r[i] - mu) ^ 2; printf "%.2fx ± %.2f", mu, sqrt(v / (n - 1)) }' "$tsv"; }
+check "where the time goes: fedavg-2's training time against bsp's, seed by seed; bsp's own '-'" \
+    'sed -n "/^## Where the time goes/,\$p" "$out/frontier.md" | grep -qF "| $(ratio) |" &&
+     sed -n "/^## Where the time goes/,\$p" "$out/frontier.md" | grep -q "^| bsp | .* | - |$"'
 
 front >"$work/again.txt" 2>&1
 check "run again: exits 0" '[ $? -eq 0 ]'
@@ -92,7 +106,10 @@ check "a setting that is not KEY=VALUE: refused naming it" \
 front --seeds 1,x >"$work/bad.txt" 2>&1
 check "a bad seed: refused" '[ $? -ne 0 ] && grep -q "frontier: --seeds takes comma-separated integers" "$work/bad.txt"'
 front --methods nosuch --seeds 9 >"$work/bad2.txt" 2>&1
-check "an unknown method: refused naming it" '[ $? -ne 0 ] && grep -q "nosuch" "$work/bad2.txt" "$out/seed-9/nosuch/compare.log"'
+check "an unknown method: refused naming it" '[ $? -ne 0 ] && grep -q "frontier: unknown method .nosuch." "$work/bad2.txt"'
+front --methods bsp,ssp --seeds 9 >"$work/bad5.txt" 2>&1
+check "an unknown method among known ones: refused before any run, naming it" \
+    '[ $? -ne 0 ] && grep -q "frontier: unknown method .ssp.; methods: bsp, " "$work/bad5.txt" && [ ! -d "$out/seed-9/bsp" ]'
 front --det-cfg "$work/no-such.cfg" >"$work/bad3.txt" 2>&1
 check "a missing --det-cfg: refused naming it" '[ $? -ne 0 ] && grep -q "frontier: --det-cfg .*no-such.cfg: no such file" "$work/bad3.txt"'
 echo "$pass passed, $fail failed"
