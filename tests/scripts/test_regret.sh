@@ -11,7 +11,7 @@
 # seeds; a folder without frontier.tsv and a workload without a period are
 # refused. A workload of two folders pools their runs (a method run in both
 # must have the same final scores) and --defaults names the method the goal
-# is checked for.
+# is checked for, or several, of which each workload takes the first it ran.
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work/a" "$work/b" "$work/c" "$work/d" "$work/e" "$work/f" "$work/none"
@@ -65,6 +65,10 @@ check "two folders of one workload pool their runs" '[ $? -eq 0 ] &&
 regret --defaults selsync+max_local=7 A="$work/a,$work/f" C="$work/c,$work/d" >"$work/defaults.txt" 2>&1
 check "--defaults: the goal checked for the method named" '[ $? -eq 0 ] &&
     grep -q "SelSync (selsync+max_local=7) meets it" "$md"'
+regret --defaults selsync+max_local=7,selsync A="$work/a,$work/f" C="$work/c" >"$work/keys.txt" 2>&1
+check "--defaults KEY,KEY: each workload takes the first key it ran, in a row of their own and in the goal" \
+    '[ $? -eq 0 ] && grep -qF "| SelSync'"'"'s defaults (selsync+max_local=7, else selsync) | +0.00 | +0.50 | +0.50 |" "$md" &&
+     grep -q "SelSync (selsync+max_local=7, else selsync) does not;" "$md"'
 { printf "$head"; rows selsync 400000 9 0.7950 0.8051 0.8150; } >"$work/e/frontier.tsv"
 regret C="$work/c,$work/e" >"$work/mismatch.txt" 2>&1
 check "a method run in two folders with another final is refused, naming it and the seed" '[ $? -ne 0 ] &&
