@@ -127,8 +127,29 @@ def method_row(d, label, versus, **where):
         100 * mean(local))
 
 
+def time_row(d, label, **where):
+    """One method's row of a where-the-time-goes table from a frontier.tsv
+    of runs over real MPI: | label | training time | computation |
+    measuring | agreement | transfer (seconds per rank, mean ± sd over the
+    seeds) | measuring, then agreement and transfer, as shares of the
+    computation (the mean over the seeds) | the training time over BSP's,
+    seed by seed (mean ± sd), or - for BSP itself |."""
+    rows = d.rows(**where)
+    if not rows:
+        raise ValueError("no row of %s matches %s" % (d.path, where))
+    col = lambda c: [float(r[c]) for r in rows]  # noqa: E731
+    share = lambda cs: "%.1f%%" % mean([100 * sum(float(r[c]) for c in cs) / float(r["compute_s"])  # noqa: E731
+                                         for r in rows])
+    bsp = d.by_seed("training_s", method="bsp")
+    ratios = [float(r["training_s"]) / bsp[r["seed"]] for r in rows]
+    vs = "-" if where["method"] == "bsp" else "%.2fx ± %.2f" % (mean(ratios), sd(ratios))
+    return "| %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        label, *(plus_minus(col(c), 2) for c in ("training_s", "compute_s", "measure_s", "agree_s", "transfer_s")),
+        share(["measure_s"]), share(["agree_s", "transfer_s"]), vs)
+
+
 HELPERS = {"mean": mean, "sd": sd, "paired": paired, "plus_minus": plus_minus, "signed": signed,
-           "method_row": method_row}
+           "method_row": method_row, "time_row": time_row}
 
 
 def prose(text):
