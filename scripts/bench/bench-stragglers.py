@@ -5,7 +5,7 @@ output's header.
 
 Usage: scripts/bench/bench-stragglers.py [--ranks 16] [--suite wide] [--steps 100]
            [--batch 32] [--subdivisions K] [--seeds 1] [--methods bsp,ssp-100,fedavg-4,selsync]
-           [--settings none,jitter,slow-one,slow-quarter] [--eval-images 2000]
+           [--settings none,jitter,slow-one,slow-quarter[,slow-tenth-jitter]] [--eval-images 2000]
            [--quick] [--results DIR]
 
 The settings (SELSYNC_VIRTUAL's terms, docs/virtual-time.md):
@@ -15,7 +15,10 @@ The settings (SELSYNC_VIRTUAL's terms, docs/virtual-time.md):
                 the run without stragglers;
   slow-one      the last rank computes at half speed (slow=R:2);
   slow-quarter  the last quarter of the ranks compute at two-thirds speed
-                (slow=R:1.5 each).
+                (slow=R:1.5 each);
+  slow-tenth-jitter
+                the last rank computes 10 % slower (slow=R:1.1) and every
+                rank pauses as in jitter (run when named in --settings).
 
 Each setting is one scripts/experiments/frontier.py folder, RESULTS/SETTING/, resumable
 like it (a finished run is not run again). For every method and setting
@@ -52,7 +55,8 @@ from compare.provenance import write_machine_txt  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FRONTIER = os.path.join(ROOT, "scripts", "experiments", "frontier.py")
-SETTINGS = ("none", "jitter", "slow-one", "slow-quarter")
+SETTINGS = ("none", "jitter", "slow-one", "slow-quarter", "slow-tenth-jitter")
+JITTERED = ("jitter", "slow-tenth-jitter")
 JITTER_P = 0.02
 
 
@@ -72,7 +76,8 @@ def options():
                     "the -speed methods need more than 1)")
     ap.add_argument("--seeds", help="comma-separated seeds (default 1)")
     ap.add_argument("--methods", help="method keys (default bsp,ssp-100,fedavg-4,selsync; quick bsp,ssp-100,selsync)")
-    ap.add_argument("--settings", default=",".join(SETTINGS), help="a subset of " + ", ".join(SETTINGS))
+    ap.add_argument("--settings", default=",".join(SETTINGS[:4]),
+                    help="a subset of " + ", ".join(SETTINGS) + " (default: all but the last)")
     ap.add_argument("--eval-images", type=int, default=2000, help="held-out images per evaluation (default 2000)")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--results", default=os.path.join(ROOT, "results", "stragglers"),
@@ -102,25 +107,26 @@ def slow_factors(a, setting):
         return {a.ranks - 1: 2.0}
     if setting == "slow-quarter":
         return {r: 1.5 for r in range(a.ranks - max(1, a.ranks // 4), a.ranks)}
+    if setting == "slow-tenth-jitter":
+        return {a.ranks - 1: 1.1}
     return {}
 
 
 def spec_of(a, setting, step_compute):
     """--stragglers of a setting ('' for none)."""
-    if setting == "jitter":
-        return "jitter=%g:%.6gs" % (JITTER_P, step_compute)
     factors = slow_factors(a, setting)
-    return "slow=" + "+".join("%d:%g" % (r, f) for r, f in sorted(factors.items())) if factors else ""
+    parts = ["slow=" + "+".join("%d:%g" % (r, f) for r, f in sorted(factors.items()))] if factors else []
+    parts += ["jitter=%g:%.6gs" % (JITTER_P, step_compute)] if setting in JITTERED else []
+    return ",".join(parts)
 
 
 def speed_share(a, setting):
     """The ranks' summed speed relative to all at full speed (the ideal
     throughput's share); a pause of one step's compute on P of the steps
     costs 1/(1 + P)."""
-    if setting == "jitter":
-        return 1.0 / (1.0 + JITTER_P)
     factors = slow_factors(a, setting)
-    return sum(1.0 / factors.get(r, 1.0) for r in range(a.ranks)) / a.ranks
+    share = sum(1.0 / factors.get(r, 1.0) for r in range(a.ranks)) / a.ranks
+    return share / (1.0 + JITTER_P) if setting in JITTERED else share
 
 
 def run_setting(a, setting, spec):

@@ -8,7 +8,9 @@
 #    (recomputed here from that run's summary), and the jitter runs carry it;
 #  - the runs without stragglers are the reference (ratio 1, all of the
 #    ideal throughput), and a rank at half speed slows BSP;
-#  - run again, it resumes (nothing trained); bad options are refused.
+#  - run again, it resumes (nothing trained); slow-tenth-jitter, named,
+#    slows the last rank by a tenth on top of the jitter; bad options are
+#    refused.
 set -u
 src=$1 work=$2
 rm -rf "$work"; mkdir -p "$work"
@@ -42,6 +44,11 @@ check "a rank at half speed slows bsp ($(t none bsp) s, $(t slow-one bsp) s)" \
 
 bench >"$work/again.txt" 2>&1
 check "run again: exits 0, nothing trained" '[ $? -eq 0 ] && [ "$(grep -c ": done before" "$work/again.txt")" -eq 12 ]'
+bench --settings none,slow-tenth-jitter >"$work/tenth.txt" 2>&1
+check "slow-tenth-jitter, named: the last rank 10 % slower and every rank pausing, 94 % of the ideal throughput" \
+    '[ $? -eq 0 ] && [ "$(grep -c ": done before" "$work/tenth.txt")" -eq 3 ] &&
+     grep -q "^- slow-tenth-jitter: slow=1:1.1,jitter=0.02:${pause}s (ideal throughput 94 % of full speed)" "$out/stragglers.md" &&
+     grep -q "pauses of $ms ms with probability 0.02 per step" "$out"/slow-tenth-jitter/seed-1/selsync/*/runs/*/*/output.txt'
 bench --settings none,sometimes >"$work/bad.txt" 2>&1
 check "an unknown setting: refused" '[ $? -ne 0 ] && grep -q "bench-stragglers: --settings: unknown sometimes" "$work/bad.txt"'
 bench --methods selsync >"$work/bad2.txt" 2>&1
