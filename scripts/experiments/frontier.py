@@ -395,7 +395,8 @@ def main():
                 "Each method against BSP and against the FedAvg period nearest it in bytes (on a log scale), on the "
                 "seeds both finished: the mean ± sd of the per-seed difference of the final score, and on how many "
                 "seeds the method was above.\n\n## Where the time goes\n\n%s\n\n"
-                "Seconds per rank (the mean over the training ranks), mean ± sd over the seeds that finished. %s "
+                "Seconds per rank, mean ± sd over the seeds that finished: the training time rank 0's, as above, its parts "
+                "the mean over the training ranks. %s "
                 "Time vs BSP: each seed's training time over BSP's on the same seed.\n"
                 % (a.suite + (" (wide network)" if a.settings_net == "wide" else ""), a.ranks, "emulated hosts, real MPI," if a.real else "virtual time", a.bandwidth,
                    ", stragglers " + a.stragglers if a.stragglers else "",
