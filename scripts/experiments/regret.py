@@ -142,9 +142,9 @@ def main():
     text += ["## Over the workloads", "", "| method | " + " | ".join(names) + " | worst |",
              "|---|" + "---:|" * (len(names) + 1)]
     points = lambda x: "diverged" if x == math.inf else "%+.2f" % x  # noqa: E731
-    for m, per in worst.items():
-        cells = [points(per[n][0]) if n in per else "-" for n in names]
-        text.append("| %s | %s | %s |" % (m, " | ".join(cells), points(max(v[0] for v in per.values()))))
+    row = lambda label, per: "| %s | %s | %s |" % (  # noqa: E731  (one row over the workloads: each, then the worst)
+        label, " | ".join(points(per[n][0]) if n in per else "-" for n in names), points(max(v[0] for v in per.values())))
+    text += [row(m, per) for m, per in worst.items()]
     keys = [k for k in a.defaults.split(",") if k]
     sel = {}  # per workload: the first of the keys it ran
     for n in names:
@@ -152,9 +152,7 @@ def main():
         if key:
             sel[n] = worst[key][n]
     if len(keys) > 1 and sel:
-        cells = [points(sel[n][0]) if n in sel else "-" for n in names]
-        text.append("| SelSync's defaults (%s) | %s | %s |" % (", else ".join(keys), " | ".join(cells),
-                                                             points(max(v[0] for v in sel.values()))))
+        text.append(row("SelSync's defaults (%s)" % ", else ".join(keys), sel))
     fixed = {m: per for m, per in worst.items() if fedavg_period(m)}
     if sel and len(sel) == len(names):
         sel_ok = all(r <= 0.3 and cheap for r, cheap in sel.values())
